@@ -1,0 +1,47 @@
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from d2t_metrics.datasets import shared_dir  # noqa: E402
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("D2T_NO_PROGRESS", "1")
+
+
+@pytest.fixture(scope="session")
+def shared():
+    """Path to ../shared (data, golden values); skips with a message when absent."""
+    path = shared_dir()
+    if path is None:
+        pytest.skip("../shared is absent (set D2T_SHARED to its path); data-backed test skipped")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_nli(tmp_path_factory):
+    """A 2-layer random classifier with MNLI labels (contradiction, neutral, entailment)."""
+    from d2t_metrics.testing import make_tiny_classifier
+
+    return make_tiny_classifier(str(tmp_path_factory.mktemp("tiny_nli")), model_type="roberta")
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tmp_path_factory):
+    from d2t_metrics.testing import make_tiny_encoder
+
+    return make_tiny_encoder(str(tmp_path_factory.mktemp("tiny_encoder")))
+
+
+@pytest.fixture(scope="session")
+def tiny_seq2seq(tmp_path_factory):
+    from d2t_metrics.testing import make_tiny_seq2seq
+
+    return make_tiny_seq2seq(str(tmp_path_factory.mktemp("tiny_seq2seq")))
+
+
+def metric_path(name: str) -> str:
+    return os.path.join(ROOT, "metrics", name)
