@@ -1,0 +1,96 @@
+"""Turning triples into sentences: per-predicate templates with a back-off.
+
+A template is a string with ``<subject>`` and ``<object>`` placeholders, e.g.
+``"<subject> was born in <object>."``. A predicate may map to one template or,
+for value-specific wording (E2E ``familyFriendly`` yes/no), to a dict from
+normalized value to template with ``"*"`` as the fallback.
+
+Without a template the back-off is used, as in Dušek & Kasner (2020):
+``The <predicate> of <subject> is <object>.``
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, List, Mapping, Optional, Union
+
+from .normalize import normalize_entity, normalize_predicate
+from .tables import Table, Triple
+
+BACKOFF_TEMPLATE = "The <predicate> of <subject> is <object>."
+TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+
+TemplateSpec = Union[str, Mapping[str, str]]
+
+
+def _capitalize_first(text: str) -> str:
+    return text[:1].upper() + text[1:] if text else text
+
+
+def fill_template(template: str, subject: str, predicate: str, obj: str) -> str:
+    """Fill a template's placeholders and capitalize the sentence's first letter."""
+    text = template.replace("<subject>", subject).replace("<object>", obj).replace("<predicate>", predicate)
+    return _capitalize_first(" ".join(text.split()))
+
+
+def load_templates(name_or_path: str) -> Dict[str, TemplateSpec]:
+    """Templates from a shipped set (``"webnlg"``, ``"e2e"``) or a JSON file path."""
+    path = name_or_path
+    if not os.path.isfile(path):
+        path = os.path.join(TEMPLATE_DIR, f"{name_or_path}.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"no template set {name_or_path!r}: pass 'webnlg', 'e2e' or a JSON file path")
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    return data.get("templates", data)
+
+
+class Verbalizer:
+    """Verbalizes triples with templates, falling back to :data:`BACKOFF_TEMPLATE`.
+
+    >>> v = Verbalizer({"birthPlace": "<subject> was born in <object>."})
+    >>> v(Triple("Alan_Bean", "birthPlace", "Wheeler,_Texas"))
+    'Alan Bean was born in Wheeler, Texas.'
+    >>> v(Triple("Alan_Bean", "almaMater", '"UT Austin, B.S. 1955"'))
+    'The alma mater of Alan Bean is UT Austin, B.S. 1955.'
+    """
+
+    def __init__(self, templates: Optional[Mapping[str, TemplateSpec]] = None, backoff: str = BACKOFF_TEMPLATE):
+        self.templates: Dict[str, TemplateSpec] = dict(templates or {})
+        # Predicates are matched case- and space-insensitively ("eatType" == "eat type").
+        self._index = {self._key(k): v for k, v in self.templates.items()}
+        self.backoff = backoff
+
+    @staticmethod
+    def _key(predicate: str) -> str:
+        return normalize_predicate(predicate).lower().replace(" ", "")
+
+    @classmethod
+    def from_names(cls, *names: str) -> "Verbalizer":
+        """A verbalizer over shipped template sets, e.g. ``Verbalizer.from_names("webnlg", "e2e")``."""
+        merged: Dict[str, TemplateSpec] = {}
+        for name in names:
+            merged.update(load_templates(name))
+        return cls(merged)
+
+    def template_for(self, triple: Triple) -> str:
+        spec = self._index.get(self._key(triple.predicate))
+        if spec is None:
+            return self.backoff
+        if isinstance(spec, str):
+            return spec
+        value = normalize_entity(triple.object).lower()
+        return spec.get(value) or spec.get("*") or self.backoff
+
+    def __call__(self, triple: Triple) -> str:
+        return fill_template(
+            self.template_for(triple),
+            normalize_entity(triple.subject),
+            normalize_predicate(triple.predicate),
+            normalize_entity(triple.object),
+        )
+
+    def verbalize_table(self, table: Table, subject: Optional[str] = None) -> List[str]:
+        """One sentence per fact of the table (attribute-value tables use their name as subject)."""
+        return [self(t) for t in table.to_triples(subject=subject)]
