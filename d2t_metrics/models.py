@@ -64,6 +64,11 @@ def _load_cached(name: str, task: str, device: str, dtype_name: str, metric: str
     import transformers
 
     dtype = getattr(torch, dtype_name)
+    from .checkpoints import is_compact_checkpoint, load_compact
+
+    if os.path.isdir(name) and is_compact_checkpoint(name):
+        tokenizer, model, _meta, _extra = load_compact(name, device=device, dtype=dtype)
+        return tokenizer, model
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(name)
         auto = getattr(transformers, _AUTO_CLASSES[task])

@@ -1,0 +1,62 @@
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from d2t_metrics import checkpoints
+from d2t_metrics.models import load_model
+
+
+def _meta(base):
+    return {
+        "base": base,
+        "task": "sequence-classification",
+        "id2label": {0: "entailment", 1: "not_entailment"},
+        "lora": dict(checkpoints.DEFAULT_LORA, r=4),
+    }
+
+
+def test_compact_checkpoint_round_trip(tiny_encoder, tmp_path):
+    meta = _meta(tiny_encoder)
+    model = checkpoints.apply_lora(checkpoints.build_base_model(meta), meta["lora"])
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            if p.requires_grad:
+                p.add_(0.05 * torch.randn_like(p))
+    model.eval()
+    import transformers
+
+    tok = transformers.AutoTokenizer.from_pretrained(tiny_encoder)
+    batch = tok(["a cat is born"], ["the city"], return_tensors="pt")
+    with torch.no_grad():
+        before = model(**batch).logits
+    checkpoints.save_compact(model, str(tmp_path), meta, extra={"head": torch.ones(3)})
+    assert checkpoints.is_compact_checkpoint(str(tmp_path))
+    # Only trained tensors travel: far smaller than the base weights.
+    base_size = os.path.getsize(os.path.join(tiny_encoder, "model.safetensors"))
+    assert os.path.getsize(tmp_path / "model.safetensors") < base_size
+
+    tok2, loaded, meta2, extra = checkpoints.load_compact(str(tmp_path))
+    assert meta2["id2label"] == {"0": "entailment", "1": "not_entailment"}
+    assert torch.equal(extra["head"], torch.ones(3))
+    with torch.no_grad():
+        after = loaded(**batch).logits
+    assert torch.allclose(before, after, atol=1e-5)
+    # load_model recognises the format too.
+    _, via_load_model = load_model(str(tmp_path))
+    assert via_load_model.config.id2label == {0: "entailment", 1: "not_entailment"}
+
+
+def test_plain_model_dir_is_not_compact(tiny_encoder):
+    assert not checkpoints.is_compact_checkpoint(tiny_encoder)
+
+
+def test_metadata_is_required(tiny_encoder, tmp_path):
+    model = checkpoints.build_base_model({"base": tiny_encoder, "task": "encoder"})
+    with pytest.raises(ValueError, match="needs 'task'"):
+        checkpoints.save_compact(model, str(tmp_path), {"base": tiny_encoder})
+
+
+def test_resolve_base_keeps_unknown_names():
+    assert checkpoints.resolve_base("roberta-large-mnli") == "roberta-large-mnli"
