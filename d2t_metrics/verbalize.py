@@ -11,6 +11,7 @@ Without a template the back-off is used, as in Dušek & Kasner (2020):
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from typing import Dict, List, Mapping, Optional, Union
@@ -28,10 +29,22 @@ def _capitalize_first(text: str) -> str:
     return text[:1].upper() + text[1:] if text else text
 
 
+PLACEHOLDERS = ("<subject>", "<object>", "<predicate>")
+
+
 def fill_template(template: str, subject: str, predicate: str, obj: str) -> str:
-    """Fill a template's placeholders and capitalize the sentence's first letter."""
+    """Fill a template's placeholders and capitalize the sentence's first letter.
+
+    A value that ends the sentence with its own period (``Jr.``) does not get a second one.
+
+    >>> fill_template("<subject> is <object>.", "the winner", "winner", "Sammy Davis Jr.")
+    'The winner is Sammy Davis Jr.'
+    """
     text = template.replace("<subject>", subject).replace("<object>", obj).replace("<predicate>", predicate)
-    return _capitalize_first(" ".join(text.split()))
+    text = " ".join(text.split())
+    if text.endswith("..") and not text.endswith("..."):
+        text = text[:-1]
+    return _capitalize_first(text)
 
 
 def load_templates(name_or_path: str) -> Dict[str, TemplateSpec]:
@@ -94,3 +107,30 @@ class Verbalizer:
     def verbalize_table(self, table: Table, subject: Optional[str] = None) -> List[str]:
         """One sentence per fact of the table (attribute-value tables use their name as subject)."""
         return [self(t) for t in table.to_triples(subject=subject)]
+
+    def verbalize_text(self, table: Table, subject: Optional[str] = None) -> str:
+        """All the table's sentences joined by spaces (the premise of a hallucination check)."""
+        return " ".join(self.verbalize_table(table, subject=subject))
+
+
+@functools.lru_cache(maxsize=4)
+def default_verbalizer(*names: str) -> Verbalizer:
+    """A shared verbalizer over shipped template sets (default: ``webnlg`` and ``e2e``)."""
+    return Verbalizer.from_names(*(names or ("webnlg", "e2e")))
+
+
+def verbalize(table, backoff_only: bool = False) -> List[str]:
+    """One sentence per fact of ``table`` (any form :func:`~d2t_metrics.tables.parse_table` reads).
+
+    Uses the shipped WebNLG and E2E templates, or only :data:`BACKOFF_TEMPLATE`
+    with ``backoff_only=True`` (Dušek & Kasner's *Backoff* setup).
+
+    >>> verbalize("name[Blue Spice], eatType[pub], area[riverside]")
+    ['Blue Spice is a pub.', 'Blue Spice is located in the riverside area.']
+    >>> verbalize("Alan_Bean | birthPlace | Wheeler,_Texas", backoff_only=True)
+    ['The birth place of Alan Bean is Wheeler, Texas.']
+    """
+    from .tables import parse_table
+
+    verbalizer = Verbalizer() if backoff_only else default_verbalizer()
+    return verbalizer.verbalize_table(parse_table(table))
