@@ -77,10 +77,11 @@ class E2EExample:
 
 def load_e2e_csv(path: str) -> List[E2EExample]:
     """Read an E2E CSV (``mr,ref``) or TSV file, grouping references by MR in file order."""
-    delimiter = "\t" if path.endswith(".tsv") else ","
+    tsv = path.endswith(".tsv")
     grouped: Dict[str, List[str]] = {}
     with open(path, newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f, delimiter=delimiter)
+        # E2E TSV files leave quotes unescaped (an output may contain a lone "), so read them verbatim.
+        reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if tsv else csv.DictReader(f)
         for row in reader:
             mr = row["mr"]
             ref = row.get("ref") or row.get("output") or ""

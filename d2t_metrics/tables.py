@@ -109,6 +109,19 @@ class Table:
             triples.append(Triple(subj, "name", subj))
         return triples
 
+    def to_obj(self) -> Union[str, List[Any]]:
+        """A plain, JSON-serializable form that :func:`parse_table` reads back into an equal table.
+
+        Triples give ``"s | p | o"`` strings (``[s, p, o]`` lists where a member
+        contains ``|``), E2E tables their MR string, attribute-value tables
+        ``[attribute, value]`` pairs.
+        """
+        if self.kind == TRIPLES:
+            return [list(t) if any("|" in part or "<br" in part or "\n" in part for part in t) else str(t) for t in self.entries]
+        if self.kind == E2E_MR:
+            return str(self)
+        return [[e.attribute, e.value] for e in self.entries]
+
     def to_strings(self) -> List[str]:
         """Each entry in its canonical string form (``s | p | o`` or ``attr[value]``)."""
         return [str(e) for e in self.entries]
@@ -122,7 +135,7 @@ class Table:
 # ---------------------------------------------------------------------------
 # Parsers
 
-_MR_SLOT = re.compile(r"\s*([^\[\],]+?)\s*\[([^\[\]]*)\]\s*(?:,|$)")
+_MR_SLOT = re.compile(r"\s*([^\[\],]+?)\s*\[([^\[\]]*)\]\s*")
 _LOOKS_LIKE_MR = re.compile(r"^\s*[^\[\]|]+\[[^\[\]]*\]")
 
 
@@ -159,10 +172,21 @@ def parse_mr(text: str, index: Optional[int] = None) -> Table:
         if not m:
             raise ValueError(f"{_where(index)}malformed E2E meaning representation {text!r} near {stripped[pos:pos + 30]!r}: expected 'slot[value], ...'")
         attr, value = m.group(1).strip(), m.group(2).strip()
+        if not attr:
+            raise ValueError(f"{_where(index)}malformed E2E meaning representation {text!r}: a slot has no name near {stripped[pos:pos + 30].strip()!r}")
         if not value:
             raise ValueError(f"{_where(index)}malformed E2E meaning representation {text!r}: slot {attr!r} has an empty value")
         entries.append(AttributeValue(attr, value))
         pos = m.end()
+        if pos < len(stripped):
+            if stripped[pos] != ",":
+                raise ValueError(
+                    f"{_where(index)}malformed E2E meaning representation {text!r}: expected ',' after "
+                    f"{m.group(0).strip()!r}, found {stripped[pos:pos + 30]!r}"
+                )
+            pos += 1
+            if not stripped[pos:].strip():
+                raise ValueError(f"{_where(index)}malformed E2E meaning representation {text!r}: trailing ','")
     if not entries:
         raise ValueError(f"{_where(index)}empty E2E meaning representation {text!r}")
     return Table(entries, kind=E2E_MR, source=text)
@@ -220,10 +244,13 @@ def parse_table(table: Any, index: Optional[int] = None) -> Table:
     if isinstance(table, str):
         if not table.strip():
             raise ValueError(f"{_where(index)}empty table string")
-        if "|" not in table and _LOOKS_LIKE_MR.match(table.strip().strip("'")):
+        # No "|" but a bracket: an E2E MR (a malformed one gets the MR parser's message).
+        if "|" not in table and (_LOOKS_LIKE_MR.match(table.strip().strip("'")) or "[" in table):
             return parse_mr(table, index)
         return Table([parse_triple(t, index) for t in _split_triple_string(table)], kind=TRIPLES, source=table)
     if isinstance(table, dict):
+        if set(table) == {"subject", "predicate", "object"}:
+            return Table([_entry_from_sequence((table["subject"], table["predicate"], table["object"]), index)], kind=TRIPLES, source=table)
         for key in ("triples", "table", "mr"):
             if key in table and len(table) <= 3:
                 return parse_table(table[key], index)
@@ -251,6 +278,8 @@ def parse_table(table: Any, index: Optional[int] = None) -> Table:
                 entries.append(_entry_from_sequence(item, index))
             elif isinstance(item, dict) and {"subject", "predicate", "object"} <= set(item):
                 entries.append(_entry_from_sequence((item["subject"], item["predicate"], item["object"]), index))
+            elif isinstance(item, dict) and {"attribute", "value"} <= set(item):
+                entries.append(_entry_from_sequence((item["attribute"], item["value"]), index))
             else:
                 raise ValueError(f"{_where(index)}cannot read table entry {item!r} of type {type(item).__name__}")
         kinds = {type(e) for e in entries}

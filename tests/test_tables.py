@@ -1,0 +1,347 @@
+"""Table parsers, normalization and data loaders."""
+
+import csv
+import json
+import os
+
+import pytest
+
+from d2t_metrics import (
+    AttributeValue,
+    Table,
+    Triple,
+    check_references,
+    check_texts,
+    normalize_entity,
+    normalize_predicate,
+    parse_mr,
+    parse_table,
+    parse_tables,
+    parse_triple,
+    split_camel_case,
+)
+from d2t_metrics.datasets import iter_tsv, load_e2e_csv, load_webnlg_xml
+from d2t_metrics.tables import ATTRIBUTE_VALUE, E2E_MR, TRIPLES
+
+# ---------------------------------------------------------------------------
+# Parsing each form
+
+
+def test_triple_string():
+    t = parse_triple("Alan_Bean | birthPlace | Wheeler,_Texas")
+    assert t == Triple("Alan_Bean", "birthPlace", "Wheeler,_Texas")
+    assert str(t) == "Alan_Bean | birthPlace | Wheeler,_Texas"
+
+
+def test_br_joined_string_as_in_human_eval():
+    text = 'Alan_Bean | almaMater | "UT Austin, B.S. 1955"<br>Alan_Bean | birthPlace | Wheeler,_Texas'
+    table = parse_table(text)
+    assert table.kind == TRIPLES
+    # Raw strings are kept exactly, quotes included.
+    assert table.entries == (
+        Triple("Alan_Bean", "almaMater", '"UT Austin, B.S. 1955"'),
+        Triple("Alan_Bean", "birthPlace", "Wheeler,_Texas"),
+    )
+    assert parse_table("A | p | B<br/>A | q | C\nA | r | D").to_strings() == ["A | p | B", "A | q | C", "A | r | D"]
+
+
+def test_lists_of_triples_in_every_shape():
+    expected = Table([Triple("A", "p", "B"), Triple("A", "q", "C")])
+    assert parse_table(["A | p | B", "A | q | C"]) == expected
+    assert parse_table([["A", "p", "B"], ("A", "q", "C")]) == expected
+    assert parse_table([Triple("A", "p", "B"), Triple("A", "q", "C")]) == expected
+    assert parse_table([{"subject": "A", "predicate": "p", "object": "B"}, {"subject": "A", "predicate": "q", "object": "C"}]) == expected
+    assert parse_table({"triples": ["A | p | B", "A | q | C"]}) == expected
+    assert parse_table({"subject": "A", "predicate": "p", "object": "B"}) == Table([Triple("A", "p", "B")])
+
+
+def test_e2e_mr_name_is_subject():
+    table = parse_table("name[The Eagle], eatType[coffee shop], customer rating[5 out of 5]")
+    assert table.kind == E2E_MR
+    assert table.entries == (
+        AttributeValue("name", "The Eagle"),
+        AttributeValue("eatType", "coffee shop"),
+        AttributeValue("customer rating", "5 out of 5"),
+    )
+    assert table.subject() == "The Eagle"
+    assert table.to_triples() == [
+        Triple("The Eagle", "eatType", "coffee shop"),
+        Triple("The Eagle", "customer rating", "5 out of 5"),
+    ]
+    assert table.to_triples(keep_name=True)[0] == Triple("The Eagle", "name", "The Eagle")
+
+
+def test_e2e_mr_quoted_as_in_tnt_outputs_and_values_with_commas():
+    assert parse_mr("'name[Blue Spice], area[riverside]'") == parse_mr("name[Blue Spice], area[riverside]")
+    assert parse_mr("name[Café, Bar], near[X]").entries[0] == AttributeValue("name", "Café, Bar")
+
+
+def test_attribute_value_lists_and_dicts():
+    pairs = [["Born", "December 22, 1965"], ["Occupation", "actor"]]
+    table = parse_table(pairs)
+    assert table.kind == ATTRIBUTE_VALUE
+    assert table.entries == (AttributeValue("Born", "December 22, 1965"), AttributeValue("Occupation", "actor"))
+    assert parse_table({"Born": "December 22, 1965", "Occupation": "actor"}) == table
+    assert parse_table([{"attribute": "Born", "value": "December 22, 1965"}, {"attribute": "Occupation", "value": "actor"}]) == table
+    # A list value gives one record per item; numbers become strings.
+    multi = parse_table({"name": "Jane Doe", "occupation": ["actor", "singer"], "years": 12})
+    assert multi.entries == (
+        AttributeValue("name", "Jane Doe"),
+        AttributeValue("occupation", "actor"),
+        AttributeValue("occupation", "singer"),
+        AttributeValue("years", "12"),
+    )
+    assert multi.to_triples()[0] == Triple("Jane Doe", "occupation", "actor")
+    # Without a name slot the subject is given, or "it".
+    assert table.to_triples()[0].subject == "it"
+    assert table.to_triples(subject="Ralph Fiennes")[1] == Triple("Ralph Fiennes", "Occupation", "actor")
+
+
+def test_table_passthrough_and_name_only_table():
+    table = parse_table("A | p | B")
+    assert parse_table(table) is table
+    only_name = parse_table("name[The Eagle]")
+    assert only_name.to_triples() == [Triple("The Eagle", "name", "The Eagle")]
+
+
+# ---------------------------------------------------------------------------
+# Round trips: parse -> string/plain form -> parse gives an equal table
+
+ROUND_TRIP_INPUTS = [
+    "Alan_Bean | birthPlace | Wheeler,_Texas",
+    'Alan_Bean | almaMater | "UT Austin, B.S. 1955"<br>Alan_Bean | birthPlace | Wheeler,_Texas',
+    ["São_Paulo | country | Brazil", "São_Paulo | leaderName | \"João Doria\""],
+    [["A", "p", "B"], ["A", "q", "C"]],
+    [{"subject": "A", "predicate": "p", "object": "B"}],
+    "name[The Eagle], eatType[coffee shop], customer rating[5 out of 5], near[Burger King]",
+    "'name[Blue Spice], priceRange[less than £20]'",
+    [["Born", "December 22, 1965"], ["Occupation", "actor"]],
+    {"name": "Jane Doe", "occupation": ["actor", "singer"]},
+    [{"attribute": "Born", "value": "1965"}],
+]
+
+
+@pytest.mark.parametrize("raw", ROUND_TRIP_INPUTS, ids=range(len(ROUND_TRIP_INPUTS)))
+def test_round_trip_to_obj(raw):
+    table = parse_table(raw)
+    again = parse_table(table.to_obj())
+    assert again == table
+    # The plain form survives JSON, as in a JSONL input file.
+    assert parse_table(json.loads(json.dumps(table.to_obj()))) == table
+
+
+@pytest.mark.parametrize("raw", [r for r in ROUND_TRIP_INPUTS if parse_table(r).kind != ATTRIBUTE_VALUE])
+def test_round_trip_str(raw):
+    table = parse_table(raw)
+    assert parse_table(str(table)) == table
+    if table.kind == TRIPLES:
+        assert parse_table(table.to_strings()) == table
+
+
+def test_round_trip_triple_with_pipe_in_a_member():
+    table = parse_table([["A", "p", "x | y"]])
+    assert table.to_obj() == [["A", "p", "x | y"]]
+    assert parse_table(table.to_obj()) == table
+
+
+def test_round_trip_every_human_eval_mr(shared):
+    with open(os.path.join(shared, "data", "webnlg2017", "human_eval.csv"), encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2230
+    n_triples = 0
+    for i, row in enumerate(rows):
+        table = parse_table(row["mr"], i)
+        assert parse_table(str(table)) == table
+        assert parse_table(table.to_obj()) == table
+        assert len(table) == row["mr"].count("<br>") + 1
+        n_triples += len(table)
+    assert n_triples == sum(int(r["triplesize"][0]) for r in rows)
+
+
+# ---------------------------------------------------------------------------
+# Bad input: a ValueError that names the example index and the offending string
+
+GOOD = "A | p | B"
+BAD_TABLES = [
+    # (bad table, a fragment the message must contain)
+    ("A | p", "'A | p'"),  # one separator
+    ("A | p | B | C", "found 3"),  # three separators
+    (" | p | B", "non-empty"),  # empty subject
+    ("A | p | B<br>A | q", "'A | q'"),  # one bad triple among good ones
+    ("Alan Bean was born in Texas", "malformed triple"),  # free text
+    ("name[The Eagle", "malformed E2E"),  # unclosed bracket
+    ("name[The Eagle], eatType[]", "empty value"),  # empty slot value
+    ("name[The Eagle] eatType[pub]", "expected ',' after 'name[The Eagle]', found 'eatType[pub]'"),  # missing comma
+    ("name[The Eagle], ", "trailing ','"),
+    ("name[The Eagle], [pub]", "near '[pub]'"),  # slot without a name
+    (None, "table is None"),
+    ("", "empty table"),
+    ("   ", "empty table"),
+    ([], "empty table"),
+    ({}, "empty table"),
+    ([None], "entry is None"),
+    ([["A", "p", "B", "C"]], "4 members"),
+    ([("A", "p", "B"), ("Born", "1965")], "mixes triples and attribute-value pairs"),
+    ([(1, 2, 3)], "three strings"),
+    ([("A", "", "B")], "empty member"),
+    ([("", "1965")], "empty attribute"),
+    ([("Born", None)], "must be (str, str)"),
+    (42, "cannot read a table from int"),
+    ([3.5], "cannot read table entry 3.5"),
+    ([{"subj": "A"}], "cannot read table entry"),
+]
+
+
+@pytest.mark.parametrize("bad,fragment", BAD_TABLES, ids=[repr(b)[:30] for b, _ in BAD_TABLES])
+def test_bad_table_names_index_and_string(bad, fragment):
+    with pytest.raises(ValueError) as info:
+        parse_tables([GOOD, GOOD, GOOD, bad], n=4)
+    message = str(info.value)
+    assert message.startswith("example 3: "), message
+    assert fragment in message, message
+
+
+def test_bad_table_count():
+    with pytest.raises(ValueError, match="got 3 predictions but 2 tables"):
+        parse_tables([GOOD, GOOD], n=3)
+    with pytest.raises(ValueError, match="tables is None"):
+        parse_tables(None, n=1)
+
+
+@pytest.mark.parametrize(
+    "texts,fragment",
+    [
+        (None, "predictions is None"),
+        ("a single string", "got a single string"),
+        (["ok", None], "example 1: prediction is None"),
+        (["ok", "ok", 7], "example 2: prediction must be a str, got int: 7"),
+        (["ok", ["nested"]], "example 1: prediction must be a str, got list"),
+    ],
+)
+def test_bad_texts(texts, fragment):
+    with pytest.raises(ValueError) as info:
+        check_texts(texts)
+    assert fragment in str(info.value)
+
+
+def test_empty_texts_rejected_only_when_asked():
+    assert check_texts(["", "x"]) == ["", "x"]
+    with pytest.raises(ValueError, match="example 0: prediction is empty"):
+        check_texts(["  ", "x"], allow_empty=False)
+
+
+@pytest.mark.parametrize(
+    "refs,n,fragment",
+    [
+        (None, 1, "references is None"),
+        (["a"], 2, "got 2 predictions but 1 references"),
+        (["a", None], 2, "example 1: reference is None"),
+        (["a", []], 2, "example 1: no reference given"),
+        ([["a"], ["b", 3]], 2, "example 1: reference must be a str, got int: 3"),
+    ],
+)
+def test_bad_references(refs, n, fragment):
+    with pytest.raises(ValueError) as info:
+        check_references(refs, n)
+    assert fragment in str(info.value)
+
+
+def test_references_normalized_to_lists():
+    assert check_references(["a", ["b", "c"]], 2) == [["a"], ["b", "c"]]
+
+
+# ---------------------------------------------------------------------------
+# Normalization
+
+
+@pytest.mark.parametrize(
+    "raw,expected",
+    [
+        ("Carl_A._Wirtanen", "Carl A. Wirtanen"),
+        ('"1923 OAA907 XC"', "1923 OAA907 XC"),
+        ("São_Paulo", "São Paulo"),  # unicode intact
+        ("Ícolo_e_Bengo", "Ícolo e Bengo"),
+        ('"18L/36R \'Aalsmeerbaan\'"', "18L/36R 'Aalsmeerbaan'"),
+        ("  Wheeler,_Texas ", "Wheeler, Texas"),
+        ("“quoted”", "quoted"),
+    ],
+)
+def test_normalize_entity(raw, expected):
+    assert normalize_entity(raw) == expected
+
+
+@pytest.mark.parametrize(
+    "raw,expected",
+    [
+        ("birthPlace", "birth place"),
+        ("eatType", "eat type"),
+        ("customer rating", "customer rating"),
+        ("ICAO_Location_Identifier", "ICAO location identifier"),
+        ("elevationAboveTheSeaLevel_(in_metres)", "elevation above the sea level (in metres)"),
+        ("1st_runway_LengthFeet", "1st runway length feet"),
+    ],
+)
+def test_normalize_predicate(raw, expected):
+    assert normalize_predicate(raw) == expected
+
+
+def test_split_camel_case_keeps_acronyms():
+    assert split_camel_case("birthPlace") == "birth Place"
+    assert split_camel_case("IATALocationIdentifier") == "IATA Location Identifier"
+
+
+# ---------------------------------------------------------------------------
+# Loaders
+
+
+def test_webnlg_xml_loader(shared):
+    entries = load_webnlg_xml(os.path.join(shared, "data", "webnlg2017", "xml", "train", "1triples", "Airport.xml"))
+    first = entries[0]
+    assert first.table.entries == (Triple("Aarhus_Airport", "cityServed", '"Aarhus, Denmark"'),)
+    assert first.lexicalizations[1] == "Aarhus Airport serves the city of Aarhus, Denmark."
+    assert first.templates[1] == "AGENT-1 serves the city of PATIENT-1 ."
+    assert first.references[1] == {"AGENT-1": "Aarhus_Airport", "PATIENT-1": '"Aarhus, Denmark"'}
+    assert all(e.size == len(e.table) == 1 for e in entries)
+
+
+def test_webnlg_xml_loader_whole_split(shared):
+    entries = load_webnlg_xml(os.path.join(shared, "data", "webnlg2017", "xml", "dev"))
+    # The data README: 872 entries, 2,268 lexicalisations, 6 of which have an empty <text/> and are skipped.
+    assert len(entries) == 872
+    assert sum(len(e.lexicalizations) for e in entries) == 2268 - 6
+    assert all(len(e.lexicalizations) == len(e.templates) == len(e.references) for e in entries)
+    assert all(e.size == len(e.table) for e in entries)
+
+
+def test_webnlg_xml_loader_missing_path(tmp_path):
+    with pytest.raises(ValueError, match="no WebNLG XML files"):
+        load_webnlg_xml(str(tmp_path))
+
+
+def test_e2e_csv_loader(shared):
+    examples = load_e2e_csv(os.path.join(shared, "data", "e2e", "testset_w_refs.csv"))
+    # The data README: 4,693 rows, 630 MRs.
+    assert len(examples) == 630
+    assert sum(len(e.references) for e in examples) == 4693
+    assert examples[0].table == parse_mr("name[Blue Spice], eatType[coffee shop], area[city centre]")
+    assert examples[0].references[0] == "A coffee shop in the city centre area called Blue Spice."
+
+
+def test_e2e_tsv_loader_and_rows(shared):
+    path = os.path.join(shared, "data", "e2e", "primary_system_outputs.tsv")
+    rows = list(iter_tsv(path))
+    assert len(rows) == 13230
+    for i, row in enumerate(rows):
+        parse_table(row["mr"], i)
+    grouped = load_e2e_csv(path)
+    # tnt1/tnt2 keep quotes around their MRs, so those are separate keys of the same tables.
+    assert {str(e.table) for e in grouped} == {str(e.table) for e in load_e2e_csv(os.path.join(shared, "data", "e2e", "testset_w_refs.csv"))}
+    assert sum(len(e.references) for e in grouped) == 13230
+
+
+def test_e2e_csv_loader_small_file(tmp_path):
+    path = tmp_path / "small.csv"
+    path.write_text('mr,ref\n"name[A], food[French]",A serves French food.\n"name[A], food[French]",French food at A.\n', encoding="utf-8")
+    examples = load_e2e_csv(str(path))
+    assert len(examples) == 1
+    assert examples[0].references == ["A serves French food.", "French food at A."]
