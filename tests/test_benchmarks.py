@@ -1,0 +1,225 @@
+"""The meta-evaluation harness: statistics, baselines, data loaders, and a smoke run."""
+
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+
+from benchmarks import stats
+from benchmarks.adapters import Scores
+from conftest import ROOT
+
+
+# ------------------------------------------------------------------ stats
+
+
+def test_binary_agreement_counts_not_ok_class():
+    pred = [True, False, False, True, False]
+    gold = [True, False, True, False, False]
+    r = stats.binary_agreement(pred, gold)
+    assert r["accuracy"] == pytest.approx(3 / 5)
+    # not-OK predicted at 1, 2, 4; gold not-OK at 1, 3, 4: two hits of three each way.
+    assert r["precision_not_ok"] == pytest.approx(2 / 3)
+    assert r["recall_not_ok"] == pytest.approx(2 / 3)
+    assert r["f1_not_ok"] == pytest.approx(2 / 3)
+    assert r["majority_accuracy"] == pytest.approx(3 / 5)
+
+
+def test_auc_and_oracle_threshold():
+    scores = [0.1, 0.2, 0.3, 0.8, 0.9, 0.4]
+    gold = [False, False, False, True, True, True]
+    assert stats.auc_not_ok(scores, gold) == pytest.approx(1.0)
+    best = stats.best_threshold_agreement(scores, gold)
+    assert best["accuracy"] == 1.0 and 0.3 < best["threshold"] <= 0.4
+    # Reversed scores: AUC 0, and the best a threshold can do is the majority.
+    assert stats.auc_not_ok([-s for s in scores], gold) == pytest.approx(0.0)
+    # Ties count half.
+    assert stats.auc_not_ok([0.5, 0.5], [True, False]) == pytest.approx(0.5)
+
+
+def test_reranking_reports_and_breaks_ties():
+    r = stats.reranking([1.0, 0.5, 0.3, 0.7], [0.5, 0.5, 0.9, 0.7], seed=0)
+    assert (r["wins"], r["ties"], r["losses"], r["n"]) == (1, 2, 1, 4)
+    assert r["accuracy_ties_half"] == pytest.approx(0.5)
+    assert r["accuracy"] in (0.25, 0.5, 0.75)
+    assert r == stats.reranking([1.0, 0.5, 0.3, 0.7], [0.5, 0.5, 0.9, 0.7], seed=0)  # deterministic
+
+
+def test_correlations_and_bootstrap_ci_cover_point():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=200)
+    y = x + rng.normal(size=200)
+    groups = np.repeat(np.arange(50), 4)
+    r = stats.bootstrap_correlations(x, y, groups, n_resamples=200, seed=0)
+    for name in stats.CORRELATIONS:
+        assert r[name]["low"] < r[name]["value"] < r[name]["high"]
+    assert 0.5 < r["pearson"]["value"] < 0.9
+    assert stats.correlations([1, 2, 3], [1, 1, 1])["pearson"] != stats.correlations([1, 2, 3], [1, 1, 1])["pearson"]  # NaN
+
+
+def _reference_style_system_pearson(per_input, human, n_boot, seed):
+    """The loop of Dhingra et al.'s webnlg_correlations.py, written out naively."""
+    from scipy.stats import pearsonr
+
+    rnd = random.Random(seed)
+    keys = list(range(len(per_input)))
+    systems = range(len(per_input[0]))
+    out = []
+    for _ in range(n_boot):
+        sample = [rnd.choice(keys) for _ in range(len(per_input))]
+        m = [np.mean([per_input[i][s] for i in sample]) for s in systems]
+        h = [sum(human[i][s] for i in sample) / len(sample) for s in systems]
+        out.append(pearsonr(m, h)[0])
+    return float(np.mean(out))
+
+
+def test_system_level_bootstrap_matches_reference_loop():
+    rng = np.random.default_rng(3)
+    human = rng.uniform(1, 3, size=(30, 6))
+    metric = human + rng.normal(scale=0.8, size=(30, 6))
+    ours = stats.system_level_bootstrap(metric, human, n_resamples=50, seed=7)
+    assert ours["value"] == pytest.approx(_reference_style_system_pearson(metric.tolist(), human.tolist(), 50, 7), abs=1e-12)
+    assert ours["low"] <= ours["value"] <= ours["high"]
+    same = stats.system_level_bootstrap(human, human, n_resamples=20, seed=0)
+    assert same["value"] == pytest.approx(1.0)
+
+
+# -------------------------------------------------------------- baselines
+
+
+def test_bleu_corpus_from_stats_is_sacrebleu_corpus_bleu():
+    from sacrebleu.metrics import BLEU
+
+    from benchmarks.baselines import SentenceBLEU
+
+    hyps = ["the cat sat on the mat", "a dog barked loudly at night", "hello there"]
+    refs = [["the cat is on the mat"], ["a dog barked at night", "the dog barked"], ["hello there friend"]]
+    bleu = SentenceBLEU()
+    out = bleu.score(hyps, refs)
+    assert out[0]["score"] == pytest.approx(BLEU(effective_order=True).sentence_score(hyps[0], refs[0]).score)
+    summed = np.sum([o["stats"] for o in out], axis=0)
+    # sacrebleu wants one stream per reference position; pad missing ones.
+    streams = [[r[k] if k < len(r) else None for r in refs] for k in range(2)]
+    expected = BLEU().corpus_score(hyps, streams).score
+    assert float(bleu.corpus_from_stats(summed[None], 3)[0]) == pytest.approx(expected)
+    assert "eff:yes" in bleu.signature and "nrefs:var" in bleu.signature
+
+
+def test_bertscore_properties(tiny_encoder):
+    from benchmarks.baselines import BERTScore
+
+    bs = BERTScore(model=tiny_encoder)
+    a, b = "the cat sat on the mat", "a dog barked at night"
+    same, empty, multi = bs.score([a, "", a], [[a], [a], [b, a]])
+    assert same["f1"] == pytest.approx(1.0, abs=1e-5)
+    assert empty["f1"] == 0.0
+    assert multi["f1"] == pytest.approx(1.0, abs=1e-5)  # max over references
+    ab, ba = bs.score([a, b], [[b], [a]])
+    assert ab["precision"] == pytest.approx(ba["recall"], abs=1e-6)
+    assert ab["f1"] < 0.999
+    assert "idf:no" in bs.signature and f"layer:{bs.layer}" in bs.signature
+
+
+# ------------------------------------------------------------------- data
+
+
+def test_loaders_match_the_data_readme(shared):
+    from benchmarks.data import load_dataset
+
+    web = load_dataset("webnlg")
+    assert (len(web), web.n_inputs, len(web.systems)) == (2230, 223, 10)
+    assert all(it.references and it.table for it in web.items)
+    e2e = load_dataset("e2e")
+    assert (len(e2e), e2e.n_inputs, len(e2e.systems)) == (13230, 630, 21)
+    assert sum(it.human["ok"] for it in e2e.items) == 8625
+    assert {it.human["label"] for it in e2e.items} == {"OK", "omission", "hallucination", "hallucination+omission"}
+    assert not any(it.prediction.startswith("'") and it.prediction.endswith("'") for it in e2e.items if it.system.startswith("tnt"))
+    pairs = load_dataset("dae_pairs")
+    assert (len(pairs), pairs.n_inputs) == (746, 373)
+    for name in ("webnlg", "e2e", "dae_pairs"):
+        assert 0 < len(load_dataset(name, smoke=True)) <= 50
+
+
+# ----------------------------------------------- golden PARENT correlations
+
+
+def test_golden_parent_scores_reproduce_published_correlations(shared):
+    """Our correlation code on the reference implementation's PARENT scores gives
+    the figures in shared/golden/README.md: segment Pearson 0.609, Spearman 0.617,
+    system-level Pearson 0.877 (a bootstrap mean: +-0.002 Monte-Carlo noise)."""
+    from benchmarks.data import load_dataset
+    from benchmarks.meta import analyze_webnlg
+
+    web = load_dataset("webnlg")
+    with open(os.path.join(shared, "golden", "parent_webnlg2017.jsonl"), encoding="utf-8") as f:
+        golden = [json.loads(line) for line in f]
+    assert [g["team"] for g in golden] == [it.system for it in web.items]
+    scores = Scores(scores=np.array([g["lambda_none"]["f1"] for g in golden]))
+    m = analyze_webnlg(web, scores, uses_references=True, n_boot=50, n_sys_boot=500, seed=0)
+    assert m["n_systems_outputs"] == 2007
+    seg = m["segment"]["semantics"]
+    assert round(seg["pearson"]["value"], 3) == 0.609
+    assert round(seg["spearman"]["value"], 3) == 0.617
+    system = m["system"]["semantics"]["pearson"]
+    assert system["n_systems"] == 9 and system["n_inputs"] == 223
+    assert system["value"] == pytest.approx(0.877, abs=0.002)
+
+
+# -------------------------------------------------------------- smoke run
+
+
+def test_smoke_run_writes_sane_results(shared, tiny_encoder, tmp_path):
+    from benchmarks import run
+    from benchmarks.results_md import write_section
+
+    real_results = os.path.join(ROOT, "benchmarks", "RESULTS.md")
+    before = open(real_results, encoding="utf-8").read() if os.path.exists(real_results) else None
+    out = str(tmp_path)
+    write_section("parent_speed", "## PARENT speed\n\nkept", path=os.path.join(out, "RESULTS.md"))
+
+    rc = run.main(["--smoke", "--metrics", "bleu,bertscore,parent", "--out", out, "--model", f"bertscore={tiny_encoder}", "--bootstrap", "100", "--system-bootstrap", "100"])
+    assert rc == 0
+
+    text = open(os.path.join(out, "RESULTS.md"), encoding="utf-8").read()
+    assert "kept" in text  # another script's section survives
+    for section in ("meta_setup", "meta_webnlg_segment", "meta_webnlg_system", "meta_webnlg_binary", "meta_e2e", "meta_dae_pairs", "meta_speed"):
+        assert f"<!-- BEGIN {section} -->" in text
+    for png in ("webnlg_scatter.png", "webnlg_correlations.png", "speed.png"):
+        path = os.path.join(out, "plots", png)
+        assert 1000 < os.path.getsize(path) < 200_000
+
+    bleu = json.load(open(os.path.join(out, "results", "bleu.json")))
+    web = bleu["datasets"]["webnlg"]
+    assert web["smoke"] and web["n"] <= 50
+    seg = web["measures"]["segment"]["semantics"]
+    assert 0.2 < seg["pearson"]["value"] <= 1.0  # BLEU tracks semantics on these 45 outputs
+    assert seg["pearson"]["low"] <= seg["pearson"]["value"] <= seg["pearson"]["high"]
+    assert -1 <= web["measures"]["system"]["semantics"]["pearson"]["value"] <= 1
+    assert web["speed"]["seconds"] > 0 and web["n"] / web["speed"]["seconds"] > 50
+    rerank = bleu["datasets"]["dae_pairs"]["measures"]["rerank"]
+    assert rerank["n"] == 25 and 0 <= rerank["accuracy"] <= 1
+    e2e = bleu["datasets"]["e2e"]["measures"]["binary"]["2way"]["threshold"]
+    assert 0.5 <= e2e["accuracy"] <= 1 and 0 <= e2e["auc"] <= 1
+    assert bleu["datasets"]["webnlg"]["signature"] in text.replace("\\|", "|")
+
+    bert = json.load(open(os.path.join(out, "results", "bertscore.json")))
+    assert set(bert["datasets"]) == {"webnlg", "e2e", "dae_pairs"}
+    assert all(-1 <= v <= 1.0001 for v in bert["datasets"]["webnlg"]["measures"]["scatter"]["score"])
+
+    if os.path.isfile(os.path.join(ROOT, "metrics", "parent", "parent.py")):
+        parent = json.load(open(os.path.join(out, "results", "parent.json")))
+        seg = parent["datasets"]["webnlg"]["measures"]["segment"]["semantics"]["pearson"]["value"]
+        assert 0.2 < seg <= 1.0
+    else:
+        assert "metrics/parent/parent.py does not exist yet" in text
+
+    # Rerunning one metric on one data set keeps everything else.
+    assert run.main(["--smoke", "--metrics", "bleu", "--datasets", "dae_pairs", "--out", out, "--no-plots", "--no-tracemalloc"]) == 0
+    again = json.load(open(os.path.join(out, "results", "bertscore.json")))
+    assert again == bert
+    assert "`bertscore`" in open(os.path.join(out, "RESULTS.md"), encoding="utf-8").read()
+
+    after = open(real_results, encoding="utf-8").read() if os.path.exists(real_results) else None
+    assert after == before  # the smoke run never touches benchmarks/RESULTS.md
