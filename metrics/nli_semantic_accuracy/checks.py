@@ -1,0 +1,126 @@
+"""The two NLI checks of Dušek & Kasner (2020) and how their results combine.
+
+For one example (a table and a text):
+
+* omission check — premise: the text; hypothesis: each fact's sentence. A
+  fact whose most likely label is not entailment is omitted;
+* hallucination check — premise: all fact sentences joined by spaces;
+  hypothesis: the text. If entailment is not the most likely label, the text
+  says something the data does not.
+
+The label is ``OK``, ``omission``, ``hallucination`` or
+``omission+hallucination``; the confidence is the smallest entailment
+probability over all checks (the paper's ``OK_confidence``).
+
+This module holds no model: :func:`plan_checks` lists the pairs to score and
+:func:`combine` turns their probabilities into the example's result, so the
+logic is testable with any scorer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence
+
+OK = "OK"
+OMISSION = "omission"
+HALLUCINATION = "hallucination"
+BOTH = "omission+hallucination"
+LABELS_4WAY = (OK, OMISSION, HALLUCINATION, BOTH)
+
+
+@dataclass(frozen=True)
+class Fact:
+    triple: str  # "subject | predicate | object"
+    sentence: str
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Check:
+    example: int
+    kind: str  # "omission" or "hallucination"
+    premise: str
+    hypothesis: str
+    fact: Optional[int] = None  # index into the example's facts (omission checks)
+
+
+def is_optional(triple, kind: str, e2e_ignore_restaurant: bool) -> bool:
+    """E2E's ``eatType[restaurant]`` is optional under the paper's lenient switch:
+    an omitted "X is a restaurant" is not an omission."""
+    return (
+        e2e_ignore_restaurant
+        and kind == "e2e"
+        and triple.predicate.replace(" ", "").replace("_", "").lower() == "eattype"
+        and triple.object.strip().lower() == "restaurant"
+    )
+
+
+def make_facts(table, verbalize: Callable, e2e_ignore_restaurant: bool = False) -> List[Fact]:
+    """One :class:`Fact` per triple of ``table`` (E2E: the name is the subject of every fact)."""
+    return [Fact(str(t), verbalize(t), is_optional(t, table.kind, e2e_ignore_restaurant)) for t in table.to_triples()]
+
+
+def plan_checks(example: int, facts: Sequence[Fact], text: str) -> List[Check]:
+    """The NLI pairs of one example: one omission check per non-optional fact, one hallucination check."""
+    checks = [Check(example, OMISSION, text, f.sentence, j) for j, f in enumerate(facts) if not f.optional]
+    # Optional facts stay in the premise: a text that mentions them is no hallucination.
+    checks.append(Check(example, HALLUCINATION, " ".join(f.sentence for f in facts), text))
+    return checks
+
+
+def label_of(omission: bool, hallucination: bool) -> str:
+    if omission and hallucination:
+        return BOTH
+    if omission:
+        return OMISSION
+    if hallucination:
+        return HALLUCINATION
+    return OK
+
+
+def combine(
+    facts: Sequence[Fact],
+    checks: Sequence[Check],
+    probabilities: Sequence[Dict[str, float]],
+    passed: Sequence[bool],
+) -> Dict:
+    """The per-example result from its checks' probabilities and pass/fail decisions."""
+    omitted, raw = [], []
+    hallucination = False
+    for check, probs, ok in zip(checks, probabilities, passed):
+        entry = {"type": check.kind, "hypothesis": check.hypothesis, "probabilities": dict(probs), "entailed": bool(ok)}
+        if check.kind == OMISSION:
+            fact = facts[check.fact]
+            entry["fact"] = fact.triple
+            if not ok:
+                omitted.append({"fact": fact.triple, "sentence": fact.sentence, "probabilities": dict(probs)})
+        else:
+            hallucination = not ok
+        raw.append(entry)
+    confidence = min(p.get("entailment", 0.0) for p in probabilities) if probabilities else 0.0
+    label = label_of(bool(omitted), hallucination)
+    return {
+        "score": float(confidence),
+        "confidence": float(confidence),
+        "label": label,
+        "ok": label == OK,
+        "omission": bool(omitted),
+        "hallucination": hallucination,
+        "omitted_facts": omitted,
+        "facts": [f.sentence for f in facts],
+        "checks": raw,
+    }
+
+
+def corpus_summary(examples: Sequence[Dict]) -> Dict[str, float]:
+    """Corpus rates of the 4-way labels and the mean confidence."""
+    n = len(examples)
+    if n == 0:
+        return {"ok_rate": 0.0, "omission_rate": 0.0, "hallucination_rate": 0.0, "confidence": 0.0}
+    return {
+        "ok_rate": sum(e["ok"] for e in examples) / n,
+        "omission_rate": sum(e["omission"] for e in examples) / n,
+        "hallucination_rate": sum(e["hallucination"] for e in examples) / n,
+        "confidence": sum(e["confidence"] for e in examples) / n,
+    }

@@ -1,0 +1,150 @@
+"""NLI semantic accuracy (Dušek & Kasner, INLG 2020): omissions and hallucinations
+of data-to-text outputs, found with a natural language inference model."""
+
+import os
+
+import datasets
+import evaluate
+
+from d2t_metrics.tables import check_texts, parse_tables
+
+from .checks import combine
+from .checks import corpus_summary
+from .checks import make_facts
+from .checks import plan_checks
+from .nli_model import NLIScorer
+
+_CITATION = """\
+@inproceedings{dusek-kasner-2020-evaluating,
+    title = "Evaluating Semantic Accuracy of Data-to-Text Generation with Natural Language Inference",
+    author = "Du{\\v{s}}ek, Ond{\\v{r}}ej and Kasner, Zden{\\v{e}}k",
+    booktitle = "Proceedings of the 13th International Conference on Natural Language Generation",
+    year = "2020",
+    address = "Dublin, Ireland",
+    publisher = "Association for Computational Linguistics",
+    url = "https://aclanthology.org/2020.inlg-1.19",
+    pages = "131--137",
+}
+"""
+
+_DESCRIPTION = """\
+Checks whether a generated text says all of its input data and only that, with
+an NLI model, in both directions. Omission check: the text is the premise and
+each fact, verbalized by a template, is a hypothesis; a fact that is not
+entailed is omitted. Hallucination check: all fact sentences are the premise
+and the text is the hypothesis; if the text is not entailed it says more than
+the data. Each example gets a 4-way label (OK, omission, hallucination,
+omission+hallucination) and a confidence: the smallest entailment probability
+over its checks.
+
+Configs: "default" verbalizes facts with templates extracted from WebNLG
+training data and handcrafted E2E templates (back-off for unknown
+predicates); "backoff" uses only "The <predicate> of <subject> is <object>.".
+The model is chosen at load time (default: roberta-large-mnli, the paper's);
+offline, pass a local path such as the project's checkpoint
+checkpoints/nli_semantic_accuracy.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions (list of str): generated texts, one per table.
+    tables (list): the input data, one table per prediction, in any form
+        d2t_metrics.tables.parse_table reads: WebNLG "s | p | o" strings
+        (several joined by <br> or given as a list), (s, p, o) triples,
+        E2E meaning representations "name[X], eatType[pub]", attribute-value
+        lists or dicts.
+    per_example (bool): also return "examples", one dict per prediction.
+    batch_size (int): NLI pairs per forward pass (default 32).
+    show_progress (bool): show a progress bar (default True).
+    e2e_ignore_restaurant (bool): E2E only: an omitted eatType[restaurant]
+        fact is not an omission (the paper's lenient switch; default False).
+Returns:
+    ok_rate (float): share of examples with neither omission nor hallucination.
+    omission_rate (float): share of examples with at least one omitted fact.
+    hallucination_rate (float): share of examples whose text is not entailed by the data.
+    confidence (float): mean per-example confidence.
+    examples (list of dict, with per_example=True): "label" (OK / omission /
+        hallucination / omission+hallucination), "ok" (bool), "score" and
+        "confidence" (min entailment probability over the example's checks),
+        "omission", "hallucination" (bools), "omitted_facts" (fact, sentence,
+        probabilities), "facts" (the fact sentences) and "checks" (the
+        probabilities of every NLI check).
+Examples:
+    >>> metric = evaluate.load("./metrics/nli_semantic_accuracy", "default",
+    ...                        model="checkpoints/nli_semantic_accuracy")
+    >>> results = metric.compute(
+    ...     predictions=["Alan Bean was born in Wheeler, Texas."],
+    ...     tables=[["Alan_Bean | birthPlace | Wheeler,_Texas"]],
+    ...     per_example=True, show_progress=False)
+    >>> sorted(results)
+    ['confidence', 'examples', 'hallucination_rate', 'ok_rate', 'omission_rate']
+    >>> results["examples"][0]["label"]
+    'OK'
+"""
+
+DEFAULT_MODEL = "roberta-large-mnli"
+CONFIGS = ("default", "backoff")
+
+
+def make_verbalizer(config_name, templates=None):
+    """The fact verbalizer of a config; ``templates`` (dict or JSON path) overrides it."""
+    from d2t_metrics.verbalize import Verbalizer, load_templates
+
+    if templates is not None:
+        return Verbalizer(load_templates(templates) if isinstance(templates, str) else templates)
+    if config_name == "backoff":
+        return Verbalizer()
+    return Verbalizer.from_names("webnlg", "e2e")
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class NLISemanticAccuracy(evaluate.Metric):
+    def __init__(self, *args, model=DEFAULT_MODEL, device=None, dtype=None, max_length=None, templates=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.config_name not in CONFIGS:
+            raise ValueError(f"unknown config {self.config_name!r}; choose one of {list(CONFIGS)}")
+        self.model_name = os.path.expanduser(model) if isinstance(model, str) else model
+        self.device_name = device
+        self.dtype = dtype
+        self.max_length = max_length
+        self.verbalizer = make_verbalizer(self.config_name, templates)
+        self.scorer = None
+
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features({"predictions": datasets.Value("string")}),
+            codebase_urls=["https://github.com/ufal/nlgi_eval"],
+            reference_urls=["https://aclanthology.org/2020.inlg-1.19"],
+        )
+
+    def _download_and_prepare(self, dl_manager):
+        self._load_scorer()
+
+    def _load_scorer(self):
+        # Loaded once per metric object (and cached per process by d2t_metrics.models).
+        if self.scorer is None:
+            self.scorer = NLIScorer(self.model_name, device=self.device_name, dtype=self.dtype, max_length=self.max_length)
+        return self.scorer
+
+    def _compute(self, predictions, tables=None, per_example=False, batch_size=32, show_progress=True, e2e_ignore_restaurant=False):
+        texts = check_texts(predictions)
+        parsed = parse_tables(tables, len(texts))
+        facts = [make_facts(t, self.verbalizer, e2e_ignore_restaurant) for t in parsed]
+        scorer = self._load_scorer()
+
+        plans = [plan_checks(i, f, text) for i, (f, text) in enumerate(zip(facts, texts))]
+        flat = [c for plan in plans for c in plan]
+        probs = scorer([c.premise for c in flat], [c.hypothesis for c in flat], batch_size=batch_size, show_progress=show_progress)
+
+        examples, k = [], 0
+        for f, plan in zip(facts, plans):
+            rows = probs[k : k + len(plan)]
+            k += len(plan)
+            examples.append(combine(f, plan, [scorer.as_dict(r) for r in rows], [scorer.is_entailed(r) for r in rows]))
+        result = corpus_summary(examples)
+        if per_example:
+            result["examples"] = examples
+        return result
