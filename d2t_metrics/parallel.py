@@ -68,7 +68,8 @@ def process_device(state=None) -> str:
 
         return get_device()
     state = state or get_state()
-    return str(state.device)
+    device = state.device
+    return "cpu" if device.type == "cpu" else str(device)
 
 
 def shard_bounds(n: int, num_processes: int, rank: int) -> Tuple[int, int]:
