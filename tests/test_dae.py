@@ -316,3 +316,16 @@ def test_train_smoke(tiny_encoder, tmp_path, nlp):
     scorer = DAEScorer(str(out), spacy_model=nlp, device="cpu")
     assert scorer.meta["kind"] == ARC_MODEL_KIND and "accuracy" in scorer.meta["dev"]
     assert len(scorer.score(["The cat sat on the mat."], ["The dog sat."])[0]["arcs"]) == 1
+
+
+def test_app_imports_without_launching_and_renders():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dae_app", os.path.join(metric_path("dae"), "app.py"))
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    example = {"score": 0.5, "min": 0.1, "ok": False, "not_entailed": 1, "arcs": [
+        {"head": "sat", "relation": "nsubj", "child": "dog", "head_index": 2, "child_index": 1, "probability": 0.1},
+        {"head": "sat", "relation": "prep:on", "child": "mat", "head_index": 2, "child_index": 5, "probability": 0.9}]}
+    out = app.render(example, ["The", "dog", "sat", "on", "the", "mat", "."])
+    assert "P(entailed) 0.10" in out and "1 arc(s) not entailed" in out and out.count("<span") == 3
