@@ -74,7 +74,9 @@ class BLEUScorer(Scorer):
         from .baselines import SentenceBLEU
 
         self.name = "bleu"
-        self.metric = SentenceBLEU()
+        # Lowercased, as Dhingra et al. lowercase every text before scoring:
+        # WebNLG system outputs are partly lowercased, references are not.
+        self.metric = SentenceBLEU(lowercase=True)
         self.signature = self.metric.signature
 
     def score(self, dataset, show_progress=False):
@@ -112,6 +114,10 @@ def has_checkpoint(module: str) -> bool:
     """``checkpoints/<module>/`` holds trained weights (not just a placeholder)."""
     path = os.path.join(CHECKPOINTS_DIR, module)
     return os.path.isdir(path) and any(f.endswith(".safetensors") for f in os.listdir(path))
+
+
+# Compute kwargs that change speed or output format, not scores.
+NOT_SETTINGS = {"predictions", "references", "tables", "sources", "per_example", "show_progress", "batch_size", "n_jobs", "return_ngrams"}
 
 
 def _signature_from(name: str, config: Optional[str], model: str, kwargs: Dict) -> str:
@@ -152,7 +158,10 @@ class ModuleScorer(Scorer):
         self.module = module
         self.config = config
         self.compute_kwargs = dict(compute_kwargs or {})
-        self.model = os.path.relpath(model, ROOT) if model and os.path.isabs(model) and model.startswith(ROOT) else (model or "default")
+        if model:
+            self.model = os.path.relpath(model, ROOT) if os.path.isabs(model) and model.startswith(ROOT) else model
+        else:
+            self.model = "metric's default" if needs_model else "-"
         try:
             import evaluate
 
@@ -164,10 +173,12 @@ class ModuleScorer(Scorer):
         self.uses_references = any("references" in f for f in features)
         try:
             params = inspect.signature(self.metric._compute).parameters
-            self._accepts = set(params) | ({"*"} if any(p.kind == p.VAR_KEYWORD for p in params.values()) else set())
         except (TypeError, ValueError):
-            self._accepts = {"*"}
-        self.signature = self._metric_signature() or _signature_from(name, config, self.model, self.compute_kwargs)
+            params = {}
+        self._accepts = set(params) | ({"*"} if not params or any(p.kind == p.VAR_KEYWORD for p in params.values()) else set())
+        settings = {k: p.default for k, p in params.items() if k not in NOT_SETTINGS and isinstance(p.default, (str, int, float, bool, type(None))) and p.default is not inspect.Parameter.empty}
+        settings.update(self.compute_kwargs)
+        self.signature = self._metric_signature() or _signature_from(module, config, self.model, settings)
 
     def _metric_signature(self) -> Optional[str]:
         sig = getattr(self.metric, "signature", None)
@@ -184,7 +195,7 @@ class ModuleScorer(Scorer):
     def _accepts_kw(self, name: str) -> bool:
         return name in self._accepts or "*" in self._accepts
 
-    def inputs(self, dataset: BenchDataset, show_progress: bool) -> Dict:
+    def inputs(self, dataset: BenchDataset, show_progress: bool, overrides: Optional[Dict] = None) -> Dict:
         items = dataset.items
         kwargs = {"predictions": [it.prediction for it in items]}
         if self.uses_references:
@@ -194,14 +205,15 @@ class ModuleScorer(Scorer):
         if items and items[0].source is not None and self._accepts_kw("sources"):
             kwargs["sources"] = [it.source for it in items]
         kwargs.update(self.compute_kwargs)
+        kwargs.update(overrides or {})
         kwargs["per_example"] = True
         if self._accepts_kw("show_progress"):
             kwargs["show_progress"] = show_progress
         return kwargs
 
-    def score(self, dataset, show_progress=False):
+    def score(self, dataset, show_progress=False, **overrides):
         try:
-            result = self.metric.compute(**self.inputs(dataset, show_progress))
+            result = self.metric.compute(**self.inputs(dataset, show_progress, overrides))
         except (OSError, ImportError) as e:  # a model missing at first use
             raise MetricUnavailable(f"metrics/{self.module}: {e}") from e
         if isinstance(result, dict) and result.get("signature"):
@@ -220,6 +232,28 @@ class ModuleScorer(Scorer):
         return Scores(scores=scores, labels=labels, ok=ok)
 
 
+# ----------------------------------------------------- speed baselines
+
+
+def batch_of_one_loop(n_items: int = 200) -> Callable[[Scorer, BenchDataset], Dict]:
+    """A reference-style slow path: the same metric with ``batch_size=1`` (one
+    NLI/DAE pair per forward pass, as the papers' scripts ran), timed side by
+    side with the batched call on the first ``n_items`` examples."""
+
+    def run(scorer: Scorer, dataset: BenchDataset) -> Dict:
+        import time
+
+        head = BenchDataset(dataset.name, dataset.description, dataset.items[:n_items], dataset.reference_system)
+        t0 = time.perf_counter()
+        scorer.score(head)
+        ours = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        scorer.score(head, batch_size=1)
+        return {"name": "batch_size=1 loop", "n": len(head), "baseline_seconds": time.perf_counter() - t0, "ours_seconds": ours}
+
+    return run
+
+
 # ----------------------------------------------------------------- registry
 
 
@@ -232,15 +266,15 @@ class MetricSpec:
     # Reference-style timings to quote ratios against: dataset -> (n examples, seconds, source).
     speed_reference: Dict[str, Tuple[int, float, str]] = field(default_factory=dict)
     # A reference-style slow path measured side by side in the same run, if the
-    # metric offers one: (scorer, dataset) -> seconds.
-    speed_baseline: Optional[Callable[[Scorer, BenchDataset], float]] = None
+    # metric offers one: (scorer, dataset) -> {"name", "n", "baseline_seconds", "ours_seconds"}.
+    speed_baseline: Optional[Callable[[Scorer, BenchDataset], Dict]] = None
 
 
 GOLDEN_PARENT = "shared/golden/README.md: google-research/language table_text_eval.py, one process, 2-core machine"
 
 METRICS: Dict[str, MetricSpec] = {
     "bleu": MetricSpec(
-        "bleu", "sacrebleu sentence BLEU (baseline); system level = corpus BLEU",
+        "bleu", "sacrebleu sentence BLEU, lowercased (baseline); system level = corpus BLEU",
         BLEUScorer, ("webnlg", "e2e", "dae_pairs"),
     ),
     "bertscore": MetricSpec(
@@ -254,15 +288,28 @@ METRICS: Dict[str, MetricSpec] = {
         speed_reference={"webnlg": (2230, 5.2, GOLDEN_PARENT), "e2e": (13230, 86.6, GOLDEN_PARENT)},
     ),
     "nli_semantic_accuracy": MetricSpec(
-        "nli_semantic_accuracy", "NLI semantic accuracy (Dušek & Kasner 2020)",
-        lambda o: ModuleScorer("nli_semantic_accuracy", "nli_semantic_accuracy", o, needs_model=True),
+        "nli_semantic_accuracy", "NLI semantic accuracy (Dušek & Kasner 2020), default (extracted) templates",
+        lambda o: ModuleScorer("nli_semantic_accuracy", "nli_semantic_accuracy", o, config="default", needs_model=True),
         ("webnlg", "e2e"),
+        speed_baseline=batch_of_one_loop(),
+    ),
+    "nli_semantic_accuracy_backoff": MetricSpec(
+        "nli_semantic_accuracy_backoff", "NLI semantic accuracy, back-off template only",
+        lambda o: ModuleScorer("nli_semantic_accuracy_backoff", "nli_semantic_accuracy", o, config="backoff", needs_model=True),
+        ("webnlg", "e2e"),
+        speed_baseline=batch_of_one_loop(),
     ),
     "dae": MetricSpec(
         "dae", "DAE, dependency arc entailment (Goyal & Durrett 2020)",
-        lambda o: ModuleScorer("dae", "dae", o, needs_model=True),
+        lambda o: ModuleScorer("dae", "dae", o, config="default", needs_model=True),
+        ("webnlg", "e2e", "dae_pairs"),
+        speed_baseline=batch_of_one_loop(),
+    ),
+    "dae_rule": MetricSpec(
+        "dae_rule", "DAE's rule-based dependency baseline (Goyal & Durrett 2020)",
+        lambda o: ModuleScorer("dae_rule", "dae", o, config="rule"),
         ("webnlg", "e2e", "dae_pairs"),
     ),
 }
 
-DEFAULT_METRICS = ("parent", "nli_semantic_accuracy", "dae", "bleu", "bertscore")
+DEFAULT_METRICS = ("parent", "nli_semantic_accuracy", "nli_semantic_accuracy_backoff", "dae", "dae_rule", "bleu", "bertscore")

@@ -247,10 +247,15 @@ def speed_section(results: Dict[str, Dict], specs: Dict) -> str:
             ref_cols = ["—", "—"]
             if ref and ref[0] == run["n"]:
                 ref_cols = [f"{ref[1]:.1f}", f"{ref[1] / s['seconds']:.2f}×"]
-            if s.get("baseline_seconds"):
-                ref_cols = [f"{s['baseline_seconds']:.1f} (same run)", f"{s['baseline_seconds'] / s['seconds']:.2f}×"]
+            b = s.get("baseline")
+            if b:
+                ref_cols = [
+                    f"{b['baseline_seconds']:.1f} ({b['name']}, first {b['n']} ex., same run; ours {b['ours_seconds']:.1f})",
+                    f"{b['baseline_seconds'] / b['ours_seconds']:.2f}×",
+                ]
             rows.append([
-                f"`{name}`", ds, run["n"], s.get("device", "cpu"), f"{s['load_seconds']:.1f}", f"{s['seconds']:.2f}",
+                f"`{name}`", ds, run["n"], s.get("device", "cpu"), f"{s.get('load_average', float('nan')):.1f} / {s.get('cpu_count', '?')}",
+                f"{s['load_seconds']:.1f}", f"{s['seconds']:.2f}",
                 f"{run['n'] / s['seconds']:.0f}" if s["seconds"] > 0 else "—",
                 f"{s['rss_peak_delta_mb']:.0f}", f"{s['max_rss_mb']:.0f}",
                 "—" if _isnan(s.get("python_peak_mb")) else f"{s['python_peak_mb']:.2f} ({s['python_peak_n']} ex.)",
@@ -265,10 +270,12 @@ def speed_section(results: Dict[str, Dict], specs: Dict) -> str:
         "One `compute()` call per data set, after loading (load time separate), no tracemalloc during the timed call. "
         "Peak RSS Δ: peak resident memory during the call above the resident memory before it (sampled every 10 ms); "
         "max RSS: the process's peak so far (all metrics run in one process); Python peak: tracemalloc peak in a separate "
-        "call on the first examples. Reference: the reference implementation's time for the same examples; speed-up = "
-        "reference time / ours.",
+        "call on the first examples. Reference: the reference implementation's time for the same examples "
+        "(PARENT: shared/golden/README.md, same machine type), or a reference-style slow path timed in the same run "
+        "(model metrics: one pair per forward pass); speed-up = reference time / ours. Load avg: the machine's 1-minute "
+        "load average when the call ended (other jobs share the CPUs; a load above the CPU count slows every timing).",
         "",
-        markdown_table(["Metric", "Data set", "n", "Device", "Load s", "Compute s", "Examples/s", "Peak RSS Δ MB", "Max RSS MB", "Python peak MB", "CUDA peak MB", "Reference s", "Speed-up"], rows),
+        markdown_table(["Metric", "Data set", "n", "Device", "Load avg / CPUs", "Load s", "Compute s", "Examples/s", "Peak RSS Δ MB", "Max RSS MB", "Python peak MB", "CUDA peak MB", "Reference s", "Speed-up"], rows),
     ])
 
 

@@ -127,6 +127,9 @@ def run_metric(spec, options: Options, datasets: Dict[str, BenchDataset], args, 
             "cuda_peak_mb": m.cuda_peak_mb,
             "python_peak_mb": float("nan"),
             "python_peak_n": 0,
+            # Other processes on the machine slow every timing; record how busy it was.
+            "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan"),
+            "cpu_count": os.cpu_count(),
         }
         if not args.no_tracemalloc:
             head = _head(dataset, TRACE_ITEMS)
@@ -134,7 +137,7 @@ def run_metric(spec, options: Options, datasets: Dict[str, BenchDataset], args, 
                 scorer.score(head)
             speed["python_peak_mb"], speed["python_peak_n"] = tm.python_peak_mb, len(head)
         if spec.speed_baseline is not None:
-            speed["baseline_seconds"] = spec.speed_baseline(scorer, dataset)
+            speed["baseline"] = spec.speed_baseline(scorer, dataset)
         measures = analyze(dataset, scores, scorer.uses_references, args.bootstrap, args.system_bootstrap, args.seed)
         runs[ds_name] = {
             "n": len(dataset),
