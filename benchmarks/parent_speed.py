@@ -172,7 +172,7 @@ def main(argv=None):
     headers = [
         "data", "examples", "reference timing", "reference s", "ours s (1 proc)", "ours ex/s",
         "speed-up (wall)", "speed-up (cpu)", "ours s (n_jobs=2)", "n_jobs=2 scaling", "n_jobs=2 identical",
-        "max |diff| vs golden", "max |diff| vs reference",
+        "max abs diff vs golden", "max abs diff vs reference",
     ]
     table = markdown_table(headers, rows)
     print()

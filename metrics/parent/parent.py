@@ -1,5 +1,7 @@
 """PARENT: Precision And Recall of Entailed N-grams from the Table (Dhingra et al., ACL 2019)."""
 
+from itertools import repeat
+
 import datasets
 import evaluate
 
@@ -110,7 +112,11 @@ Examples:
 
 
 def _is_token_list(obj) -> bool:
-    return isinstance(obj, (list, tuple)) and all(isinstance(t, str) for t in obj)
+    return isinstance(obj, (list, tuple)) and all(map(isinstance, obj, repeat(str)))
+
+
+class _TokenTables(list):
+    """Tables already checked and tokenized by compute(), handed to _compute as they are."""
 
 
 def _normalize_inputs(predictions, references):
@@ -160,7 +166,7 @@ def _normalize_inputs(predictions, references):
                     raise ValueError(f"example {i}: reference must be a str, got {type(r).__name__}: {r!r}")
         if not refs:
             raise ValueError(f"example {i}: no reference given")
-        out_refs.append([list(r) for r in refs] if tokenized else refs)
+        out_refs.append(refs)
     return predictions, out_refs, tokenized
 
 
@@ -193,17 +199,23 @@ class Parent(evaluate.Metric):
 
     def compute(self, *, predictions=None, references=None, **kwargs):
         """Validates inputs (ValueError naming the example) before evaluate stores them, then computes."""
-        if predictions is not None or references is not None:
-            predictions, references, _ = _normalize_inputs(predictions, references)
-            if not predictions:
-                raise ValueError("predictions is empty; PARENT needs at least one example")
-            # Fail on bad tables before any work; _compute reuses nothing from this.
-            to_token_tables(kwargs.get("tables"), len(predictions), MemoTokenizer(kwargs.get("tokenizer", "whitespace")))
-        return super().compute(predictions=predictions, references=references, **kwargs)
+        if predictions is None and references is None:
+            return super().compute(**kwargs)  # batches were added with add_batch()
+        predictions, references, _ = _normalize_inputs(predictions, references)
+        if not predictions:
+            raise ValueError("predictions is empty; PARENT needs at least one example")
+        # Bad tables fail here, before any work; the tokenized tables are reused by _compute.
+        tokenize = MemoTokenizer(kwargs.get("tokenizer", "whitespace"))
+        kwargs["tables"] = _TokenTables(to_token_tables(kwargs.get("tables"), len(predictions), tokenize))
+        self._checked = True
+        try:
+            return super().compute(predictions=predictions, references=references, **kwargs)
+        finally:
+            self._checked = False
 
     def add_batch(self, *, predictions=None, references=None, **kwargs):
         """Validates a batch (ValueError naming the example) and adds it; tables go to compute()."""
-        if predictions is not None or references is not None:
+        if not getattr(self, "_checked", False) and (predictions is not None or references is not None):
             predictions, references, _ = _normalize_inputs(predictions, references)
         return super().add_batch(predictions=predictions, references=references, **kwargs)
 
@@ -223,9 +235,17 @@ class Parent(evaluate.Metric):
         n_jobs=1,
         show_progress=True,
     ):
-        predictions, references, tokenized = _normalize_inputs(predictions, references)
+        # Inputs come back from evaluate's Arrow store, typed by the features and
+        # checked by compute()/add_batch(); only add() can slip a None through.
+        for name, column in (("prediction", predictions), ("reference", references)):
+            if None in column:
+                raise ValueError(f"example {column.index(None)}: {name} is None")
+        tokenized = not isinstance(predictions[0], str)
         tokenize = MemoTokenizer(tokenizer)
-        token_tables = to_token_tables(tables, len(predictions), tokenize)
+        if isinstance(tables, _TokenTables):
+            token_tables = tables
+        else:
+            token_tables = to_token_tables(tables, len(predictions), tokenize)
         if not tokenized:
             predictions = [tokenize(p) for p in predictions]
             references = [[tokenize(r) for r in refs] for refs in references]

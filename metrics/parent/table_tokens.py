@@ -23,6 +23,7 @@ head_tokens + tail_tokens)`` (the same tokens the reference uses for triples).
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from d2t_metrics.tables import Table, parse_table
@@ -36,7 +37,7 @@ def _where(index: Optional[int]) -> str:
 
 
 def _is_token_list(obj: Any) -> bool:
-    return isinstance(obj, (list, tuple)) and all(isinstance(t, str) for t in obj)
+    return isinstance(obj, (list, tuple)) and all(map(isinstance, obj, repeat(str)))
 
 
 def is_pretokenized_table(table: Any) -> bool:
