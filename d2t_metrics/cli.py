@@ -286,6 +286,15 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _takes_model(metric) -> bool:
+    """Whether the metric's constructor has a ``model`` argument (evaluate drops unknown ones silently)."""
+    try:
+        params = inspect.signature(type(metric).__init__).parameters
+    except (TypeError, ValueError):
+        return True
+    return "model" in params
+
+
 @dataclass
 class MetricRun:
     name: str
@@ -303,6 +312,8 @@ def run_metric(name, path, config, model, corpus, batch_size, show_progress) -> 
         if reason is None:
             raise
         raise Skip(reason) from e
+    if model is not None and not _takes_model(metric):
+        print(f"d2t-metrics: warning: {name} takes no model; ignoring model {model!r}", file=sys.stderr)
     kwargs = build_compute_kwargs(metric, corpus, batch_size, show_progress)
     try:
         result = metric.compute(**kwargs)

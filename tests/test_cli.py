@@ -282,6 +282,13 @@ def test_model_config_batch_size_and_default_checkpoint(metrics_dir, tmp_path, c
         os.rmdir(checkpoint)
 
 
+def test_model_for_a_metric_without_one_is_reported(metrics_dir, tmp_path, capsys):
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    code, out, err = run(capsys, "score", "--metrics", "fake_tables", "--metrics-dir", metrics_dir, "--input", inp, "--model", "fake_tables=/x")
+    assert code == 0 and "mean_facts" in out
+    assert "warning: fake_tables takes no model; ignoring model '/x'" in err
+
+
 def test_metrics_needing_missing_inputs_are_skipped(metrics_dir, tmp_path, capsys):
     rows = [{"prediction": "x", "table": "A | p | B"}, {"prediction": "y", "references": ["z"], "table": "A | p | C"}]
     inp = write_jsonl(tmp_path / "in.jsonl", rows)
