@@ -150,7 +150,8 @@ def load_e2e() -> BenchDataset:
         input_id = input_ids.setdefault(mr, len(input_ids))
         items.append(
             Item(
-                prediction=_strip_single_quotes(row["output"]),
+                # Some system files end lines with spaces; the golden inputs are stripped.
+                prediction=_strip_single_quotes(row["output"]).strip(),
                 references=list(refs[mr]),
                 input_id=input_id,
                 system=row["system"],

@@ -254,7 +254,7 @@ def speed_section(results: Dict[str, Dict], specs: Dict) -> str:
                     f"{b['baseline_seconds'] / b['ours_seconds']:.2f}×",
                 ]
             rows.append([
-                f"`{name}`", ds, run["n"], s.get("device", "cpu"), f"{s.get('load_average', float('nan')):.1f} / {s.get('cpu_count', '?')}",
+                f"`{name}`", ds, run["n"], s.get("device", "cpu"), "—" if _isnan(s.get("load_average")) else f"{s['load_average']:.1f} / {s.get('cpu_count', '?')}",
                 f"{s['load_seconds']:.1f}", f"{s['seconds']:.2f}",
                 f"{run['n'] / s['seconds']:.0f}" if s["seconds"] > 0 else "—",
                 f"{s['rss_peak_delta_mb']:.0f}", f"{s['max_rss_mb']:.0f}",

@@ -4,7 +4,7 @@
     python -m benchmarks.run --smoke --out /tmp/b # <= 50 examples per data set
     python -m benchmarks.run --metrics parent,bleu --datasets webnlg
 
-Each metric's measures are stored in ``<out>/results/<metric>.json``; RESULTS.md
+Each metric's measures are stored in ``<out>/meta_eval/<metric>.json``; RESULTS.md
 sections and plots are rendered from all stored results, so rerunning one
 metric keeps the others' rows. Metrics whose module or model is missing are
 skipped with a message. Exit status 1 when a metric failed (not skipped).
@@ -34,6 +34,7 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH_DIR)
 TRACE_ITEMS = 200  # tracemalloc pass size: it slows Python code several-fold
 WARMUP_ITEMS = 2
+RESULTS_SUBDIR = "meta_eval"  # <out>/meta_eval/<metric>.json: stored measures per metric
 
 
 def _csv(value: str) -> List[str]:
@@ -45,7 +46,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--smoke", action="store_true", help="<= 50 examples per data set (CI); output defaults to benchmarks/out/smoke")
     p.add_argument("--metrics", type=_csv, default=list(DEFAULT_METRICS), help=f"comma-separated, from {','.join(METRICS)}")
     p.add_argument("--datasets", type=_csv, default=list(LOADERS), help=f"comma-separated, from {','.join(LOADERS)}")
-    p.add_argument("--out", default=None, help="folder for RESULTS.md, plots/ and results/ (default: benchmarks/)")
+    p.add_argument("--out", default=None, help="folder for RESULTS.md, plots/ and meta_eval/ (default: benchmarks/)")
     p.add_argument("--model", action="append", default=[], metavar="NAME=PATH", help="model or checkpoint for a metric, e.g. bertscore=/path")
     p.add_argument("--device", default=None, help="device for model-based metrics (default: cuda if present, else cpu)")
     p.add_argument("--bertscore-layer", type=int, default=None, help="hidden layer for BERTScore (default: last)")
@@ -86,7 +87,8 @@ def load_stored(results_dir: str) -> Dict[str, Dict]:
             if fname.endswith(".json"):
                 with open(os.path.join(results_dir, fname), encoding="utf-8") as f:
                     data = json.load(f)
-                stored[data["metric"]] = data
+                if isinstance(data, dict) and "metric" in data and "datasets" in data:  # skip foreign files
+                    stored[data["metric"]] = data
     # Registry order, then anything else.
     order = {name: i for i, name in enumerate(METRICS)}
     return dict(sorted(stored.items(), key=lambda kv: order.get(kv[0], len(order))))
@@ -175,7 +177,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"{name:28s} {spec.description}  [data: {', '.join(spec.datasets)}]")
         return 0
     out_dir = args.out or (os.path.join(BENCH_DIR, "out", "smoke") if args.smoke else BENCH_DIR)
-    results_dir = os.path.join(out_dir, "results")
+    results_dir = os.path.join(out_dir, RESULTS_SUBDIR)
     plots_dir = os.path.join(out_dir, "plots")
     os.makedirs(out_dir, exist_ok=True)
     meta = {

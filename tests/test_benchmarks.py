@@ -136,6 +136,15 @@ def test_loaders_match_the_data_readme(shared):
     assert sum(it.human["ok"] for it in e2e.items) == 8625
     assert {it.human["label"] for it in e2e.items} == {"OK", "omission", "hallucination", "hallucination+omission"}
     assert not any(it.prediction.startswith("'") and it.prediction.endswith("'") for it in e2e.items if it.system.startswith("tnt"))
+    # The same inputs, in the same order, as the golden PARENT files.
+    import gzip
+
+    with gzip.open(os.path.join(shared, "golden", "parent_e2e.jsonl.gz"), "rt", encoding="utf-8") as f:
+        golden = [json.loads(line) for line in f]
+    assert [(g["prediction"], g["references"], g["mr"]) for g in golden] == [(it.prediction, it.references, it.table) for it in e2e.items]
+    with open(os.path.join(shared, "golden", "parent_webnlg2017.jsonl"), encoding="utf-8") as f:
+        golden = [json.loads(line) for line in f]
+    assert [(g["prediction"], g["references"], g["mr"]) for g in golden] == [(it.prediction, it.references, it.table) for it in web.items]
     pairs = load_dataset("dae_pairs")
     assert (len(pairs), pairs.n_inputs) == (746, 373)
     for name in ("webnlg", "e2e", "dae_pairs"):
@@ -190,7 +199,7 @@ def test_smoke_run_writes_sane_results(shared, tiny_encoder, tmp_path):
         path = os.path.join(out, "plots", png)
         assert 1000 < os.path.getsize(path) < 200_000
 
-    bleu = json.load(open(os.path.join(out, "results", "bleu.json")))
+    bleu = json.load(open(os.path.join(out, "meta_eval", "bleu.json")))
     web = bleu["datasets"]["webnlg"]
     assert web["smoke"] and web["n"] <= 50
     seg = web["measures"]["segment"]["semantics"]
@@ -204,12 +213,12 @@ def test_smoke_run_writes_sane_results(shared, tiny_encoder, tmp_path):
     assert 0.5 <= e2e["accuracy"] <= 1 and 0 <= e2e["auc"] <= 1
     assert bleu["datasets"]["webnlg"]["signature"] in text.replace("\\|", "|")
 
-    bert = json.load(open(os.path.join(out, "results", "bertscore.json")))
+    bert = json.load(open(os.path.join(out, "meta_eval", "bertscore.json")))
     assert set(bert["datasets"]) == {"webnlg", "e2e", "dae_pairs"}
     assert all(-1 <= v <= 1.0001 for v in bert["datasets"]["webnlg"]["measures"]["scatter"]["score"])
 
     if os.path.isfile(os.path.join(ROOT, "metrics", "parent", "parent.py")):
-        parent = json.load(open(os.path.join(out, "results", "parent.json")))
+        parent = json.load(open(os.path.join(out, "meta_eval", "parent.json")))
         seg = parent["datasets"]["webnlg"]["measures"]["segment"]["semantics"]["pearson"]["value"]
         assert 0.2 < seg <= 1.0
     else:
@@ -217,7 +226,7 @@ def test_smoke_run_writes_sane_results(shared, tiny_encoder, tmp_path):
 
     # Rerunning one metric on one data set keeps everything else.
     assert run.main(["--smoke", "--metrics", "bleu", "--datasets", "dae_pairs", "--out", out, "--no-plots", "--no-tracemalloc"]) == 0
-    again = json.load(open(os.path.join(out, "results", "bertscore.json")))
+    again = json.load(open(os.path.join(out, "meta_eval", "bertscore.json")))
     assert again == bert
     assert "`bertscore`" in open(os.path.join(out, "RESULTS.md"), encoding="utf-8").read()
 
