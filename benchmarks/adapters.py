@@ -235,7 +235,7 @@ class ModuleScorer(Scorer):
 # ----------------------------------------------------- speed baselines
 
 
-def batch_of_one_loop(n_items: int = 200) -> Callable[[Scorer, BenchDataset], Dict]:
+def batch_of_one_loop(n_items: int = 100) -> Callable[[Scorer, BenchDataset], Dict]:
     """A reference-style slow path: the same metric with ``batch_size=1`` (one
     NLI/DAE pair per forward pass, as the papers' scripts ran), timed side by
     side with the batched call on the first ``n_items`` examples."""

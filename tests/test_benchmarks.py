@@ -232,3 +232,24 @@ def test_smoke_run_writes_sane_results(shared, tiny_encoder, tmp_path):
 
     after = open(real_results, encoding="utf-8").read() if os.path.exists(real_results) else None
     assert after == before  # the smoke run never touches benchmarks/RESULTS.md
+
+
+def test_missing_metric_is_skipped_with_a_message(shared, tmp_path, monkeypatch, capsys):
+    from benchmarks import adapters, run
+
+    spec = adapters.MetricSpec(
+        "not_written_yet", "a metric whose module does not exist",
+        lambda o: adapters.ModuleScorer("not_written_yet", "not_written_yet", o), ("dae_pairs",),
+    )
+    monkeypatch.setitem(adapters.METRICS, "not_written_yet", spec)
+    monkeypatch.setattr(run, "METRICS", adapters.METRICS)
+    out = str(tmp_path)
+    rc = run.main(["--smoke", "--metrics", "not_written_yet,bleu", "--datasets", "dae_pairs", "--out", out, "--no-plots"])
+    assert rc == 0
+    assert "SKIP metric not_written_yet: metrics/not_written_yet/not_written_yet.py does not exist yet" in capsys.readouterr().out
+    text = open(os.path.join(out, "RESULTS.md"), encoding="utf-8").read()
+    assert "not run yet: metrics/not_written_yet/not_written_yet.py does not exist yet" in text
+    assert os.listdir(os.path.join(out, "meta_eval")) == ["bleu.json"]
+    # Rendering alone reproduces the same file.
+    assert run.main(["--render-only", "--out", out, "--no-plots"]) == 0
+    assert "`bleu` | 25 |" in open(os.path.join(out, "RESULTS.md"), encoding="utf-8").read()
