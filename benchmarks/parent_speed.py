@@ -126,6 +126,7 @@ def main(argv=None):
     parser.add_argument("--no-write", action="store_true", help="do not update benchmarks/RESULTS.md")
     args = parser.parse_args(argv)
 
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     shared = shared_dir()
     if shared is None:
         sys.exit("../shared is absent (set D2T_SHARED); the golden files are needed")
@@ -183,9 +184,14 @@ def main(argv=None):
         notes.append("Reference and ours ran one after the other in the same process on the same inputs; 'ours' is the best of "
                      f"{max(1, args.repeats)} runs, the reference ran once. CPU speed-up compares process CPU time, which is less "
                      "sensitive to other load on the machine than wall time.")
+    if load_before is not None:
+        load_after = os.getloadavg()[0]
+        notes.append(f"Machine: {os.cpu_count()} cores, 1-minute load average {load_before:.1f} at the start and "
+                     f"{load_after:.1f} at the end (other jobs share the cores; with load above the core count, "
+                     "wall times stretch and n_jobs=2 cannot scale).")
     notes.append("Inputs are the golden files' tokens (`prediction_tokens`, `reference_tokens`, `table_tokens`), "
                  "lambda_weight=None, word-overlap entailment, one whole-corpus call. "
-                 "'max |diff| vs golden' is over per-example precision, recall and F; 'vs reference' over per-example F and the corpus means.")
+                 "'max abs diff vs golden' is over per-example precision, recall and F; 'vs reference' over per-example F and the corpus means.")
     markdown = (
         "## PARENT speed and parity (`metrics/parent`)\n\n"
         "Command: `python benchmarks/parent_speed.py" + (" --no-reference" if args.no_reference else "") + "`\n\n"
