@@ -264,6 +264,7 @@ def speed_section(results: Dict[str, Dict], specs: Dict) -> str:
             ])
     if not rows:
         return "## Speed\n\nNo results yet."
+    notes = [f"- `{name}`: {specs[name].speed_note}" for name in results if name in specs and specs[name].speed_note]
     return "\n".join([
         "## Speed and memory",
         "",
@@ -276,6 +277,7 @@ def speed_section(results: Dict[str, Dict], specs: Dict) -> str:
         "load average when the call ended (other jobs share the CPUs; a load above the CPU count slows every timing).",
         "",
         markdown_table(["Metric", "Data set", "n", "Device", "Load avg / CPUs", "Load s", "Compute s", "Examples/s", "Peak RSS Δ MB", "Max RSS MB", "Python peak MB", "CUDA peak MB", "Reference s", "Speed-up"], rows),
+        *([""] + notes if notes else []),
     ])
 
 
