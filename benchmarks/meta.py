@@ -47,7 +47,7 @@ def analyze_webnlg(dataset: BenchDataset, sc: Scores, uses_references: bool, n_b
     scores = sc.scores
     systems_mask = np.array([it.system != dataset.reference_system for it in items])
     ids = np.array([it.input_id for it in items])
-    result: Dict = {"n": len(items), "n_systems_outputs": int(systems_mask.sum()), "segment": {}, "system": {}, "binary": {}}
+    result: Dict = {"n": len(items), "n_systems_outputs": int(systems_mask.sum()), "n_bootstrap": n_boot, "segment": {}, "system": {}, "binary": {}}
     for aspect in HUMAN_ASPECTS:
         human = np.array([it.human[aspect] for it in items])
         result["segment"][aspect] = stats.bootstrap_correlations(scores[systems_mask], human[systems_mask], ids[systems_mask], n_boot, seed)

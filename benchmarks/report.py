@@ -75,9 +75,9 @@ def setup_section(results: Dict[str, Dict], specs: Dict, skipped: Dict[str, str]
         "## Meta-evaluation: setup",
         "",
         "How well each metric agrees with human judgements, measured the way the papers did "
-        "(`python -m benchmarks.run`, see `benchmarks/README.md`). Correlation CIs: 1,000 bootstrap "
-        "resamples of the inputs (seed 0); system level: mean over 500 bootstrap resamples of the inputs "
-        "as in Dhingra et al.'s `webnlg_correlations.py`.",
+        "(`python -m benchmarks.run`, see `benchmarks/README.md`): correlations with bootstrap CIs over the inputs, "
+        "system-level Pearson as in Dhingra et al.'s `webnlg_correlations.py`, binary agreement, reranking, speed. "
+        "Each section names the command, date and commit behind each metric's rows; the signatures give each metric's settings.",
         "",
         markdown_table(["Metric", "Data set", "Examples", "Model / checkpoint", "Signature"], rows),
     ]
@@ -101,11 +101,13 @@ def webnlg_segment_section(results: Dict[str, Dict]) -> str:
             rows.append([f"`{name}`", aspect, ci(c["pearson"]), ci(c["spearman"]), ci(c["kendall"]), target, delta])
     if not rows:
         return "## WebNLG 2017: segment-level correlation\n\nNo results yet."
-    n = next(run["measures"]["n_systems_outputs"] for _, run in _runs(results, "webnlg"))
+    first = next(run["measures"] for _, run in _runs(results, "webnlg"))
+    n, n_boot = first["n_systems_outputs"], first.get("n_bootstrap", 1000)
     return "\n".join([
         "## WebNLG 2017: segment-level correlation with human ratings",
         "",
-        f"{n} outputs of the 9 systems (references excluded); 95% CIs from 1,000 bootstrap resamples of the inputs. "
+        f"{n} outputs of the 9 systems (references excluded); 95% CIs from {n_boot:,} bootstrap resamples of the inputs "
+        "(all outputs of a drawn input kept). "
         "Target: Pearson / Spearman of the reference implementation's scores (PARENT: shared/golden).",
         "",
         markdown_table(["Metric", "Aspect", "Pearson [95% CI]", "Spearman [95% CI]", "Kendall τ-b [95% CI]", "Target (P / S)", "Δ (P / S)"], rows),
