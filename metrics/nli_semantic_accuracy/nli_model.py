@@ -139,14 +139,19 @@ class NLIScorer:
 
         if len(premises) != len(hypotheses):
             raise ValueError(f"got {len(premises)} premises but {len(hypotheses)} hypotheses")
-        pairs = list(zip(premises, hypotheses))
+        # Identical pairs (the same output of several systems, repeated fact
+        # sentences) are scored once.
+        index: Dict[Tuple[str, str], int] = {}
+        where = [index.setdefault((p, h), len(index)) for p, h in zip(premises, hypotheses)]
+        pairs = list(index)
         # Character length is a close, free proxy for token length when sorting.
         lengths = [len(p) + len(h) for p, h in pairs]
 
         def run(batch):
             return self.predict_batch([p for p, _ in batch], [h for _, h in batch])
 
-        return run_batched(pairs, lengths, run, batch_size=batch_size, desc="NLI", show_progress=show_progress)
+        unique = run_batched(pairs, lengths, run, batch_size=batch_size, desc="NLI", show_progress=show_progress)
+        return [unique[i] for i in where]
 
     def as_dict(self, probs: Sequence[float]) -> Dict[str, float]:
         return {name: float(p) for name, p in zip(self.labels, probs)}
