@@ -467,60 +467,73 @@ def _explain(prep: _Prepared, worker: _Worker, i: int, j: int) -> Dict[str, List
 # ---------------------------------------------------------------------------
 # Parallel runs
 
-_SHARED: Optional[_Prepared] = None  # set in the parent before forking workers
+# Inputs and options of the current parallel call, set in the parent before
+# forking so that workers read them from memory instead of a pickle.
+_SHARED: Optional[tuple] = None
 
 
-def _score_indices(indices: List[int], prep: Optional[_Prepared] = None) -> List[tuple]:
-    worker = _Worker(prep if prep is not None else _SHARED)
+def _score_all(prep: _Prepared, show_progress: bool = False) -> List[tuple]:
+    worker = _Worker(prep)
+    indices = range(len(prep.examples))
+    if show_progress and len(indices) >= PROGRESS_MIN_EXAMPLES:
+        from d2t_metrics.models import progress
+
+        indices = progress(indices, total=len(indices), desc="PARENT")
     return [worker.example(i) for i in indices]
 
 
-def _balanced_chunks(prep: _Prepared, n_jobs: int) -> List[List[int]]:
-    """Split examples among workers keeping examples of one table together (they share references)."""
+def _score_chunk(indices: List[int], shared: Optional[tuple] = None) -> List[tuple]:
+    """Worker: prepare and score its own examples (own vocabulary and caches)."""
+    predictions, references, tables, options = shared if shared is not None else _SHARED
+    gc.disable()  # forked workers inherit this; spawned ones need it set
+    prep = _Prepared(
+        [predictions[i] for i in indices], [references[i] for i in indices], [tables[i] for i in indices], **options
+    )
+    return _score_all(prep)
+
+
+def _balanced_chunks(references: Sequence, n_jobs: int) -> List[List[int]]:
+    """Split examples among workers, keeping examples whose first reference is the same together.
+
+    Examples of one table usually share their references (21 E2E systems per
+    MR), and a worker analyses each reference once, so such groups stay whole.
+    """
     groups: Dict[int, List[int]] = {}
-    for i, (_, refs, t) in enumerate(prep.examples):
-        groups.setdefault(t, []).append(i)
-    cost = {t: sum(len(prep.examples[i][1]) + 1 for i in idx) for t, idx in groups.items()}
+    for i, refs in enumerate(references):
+        groups.setdefault(hash(tuple(refs[0])), []).append(i)
+    cost = {key: sum(len(references[i]) + 1 for i in idx) for key, idx in groups.items()}
     chunks: List[List[int]] = [[] for _ in range(n_jobs)]
     loads = [0] * n_jobs
-    for t in sorted(groups, key=lambda t: -cost[t]):
+    for key in sorted(groups, key=lambda key: (-cost[key], groups[key][0])):
         k = loads.index(min(loads))
-        chunks[k].extend(groups[t])
-        loads[k] += cost[t]
+        chunks[k].extend(groups[key])
+        loads[k] += cost[key]
     return [sorted(c) for c in chunks if c]
 
 
-def _run(prep: _Prepared, n_jobs: int, show_progress: bool) -> List[tuple]:
-    n = len(prep.examples)
-    if n_jobs is None or n_jobs == 1 or n < 2:
-        worker = _Worker(prep)
-        indices = range(n)
-        if show_progress and n >= PROGRESS_MIN_EXAMPLES:
-            from d2t_metrics.models import progress
-
-            indices = progress(indices, total=n, desc="PARENT")
-        return [worker.example(i) for i in indices]
+def _run_parallel(predictions, references, tables, options: Dict[str, Any], n_jobs: int) -> List[tuple]:
     import multiprocessing
 
-    chunks = _balanced_chunks(prep, min(n_jobs, n))
+    chunks = _balanced_chunks(references, n_jobs)
     global _SHARED
     if "fork" in multiprocessing.get_all_start_methods():
-        # Forked workers read the prepared inputs from memory instead of a
-        # pickle. Freezing the collector's view of the parent's objects keeps
-        # the workers' garbage collections from touching (and so copying)
-        # every inherited page.
-        _SHARED = prep
+        # Freezing the collector's view of the parent's objects keeps the
+        # workers from touching (and so copying) every inherited page.
+        _SHARED = (predictions, references, tables, options)
         gc.freeze()
         try:
             with multiprocessing.get_context("fork").Pool(len(chunks)) as pool:
-                parts = pool.map(_score_indices, chunks, chunksize=1)
+                parts = pool.map(_score_chunk, chunks, chunksize=1)
         finally:
             gc.unfreeze()
             _SHARED = None
     else:  # pragma: no cover - spawn-only platforms
+        payloads = [
+            (c, ([predictions[i] for i in c], [references[i] for i in c], [tables[i] for i in c], options)) for c in chunks
+        ]
         with multiprocessing.get_context().Pool(len(chunks)) as pool:
-            parts = pool.starmap(_score_indices, [(c, prep) for c in chunks], chunksize=1)
-    out: List[Optional[tuple]] = [None] * n
+            parts = pool.starmap(_score_chunk, [(list(range(len(c))), data) for c, data in payloads], chunksize=1)
+    out: List[Optional[tuple]] = [None] * len(predictions)
     for chunk, part in zip(chunks, parts):
         for i, scores in zip(chunk, part):
             out[i] = scores
@@ -597,16 +610,23 @@ def parent_tokenized(
     # The scorer builds millions of small containers but no reference cycles;
     # pausing the cyclic collector saves its repeated sweeps of the caller's
     # (often large) heap, about a quarter of the run time.
+    options = dict(
+        lambda_weight=None if lambda_weight is None else float(lambda_weight),
+        smoothing=float(smoothing), max_order=max_order, entailment=entailment, counts=counts,
+        keep_tokens=return_ngrams,
+    )
+    n_jobs = min(n_jobs or 1, n)
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        prep = _Prepared(
-            predictions, references, tables,
-            lambda_weight=None if lambda_weight is None else float(lambda_weight),
-            smoothing=float(smoothing), max_order=max_order, entailment=entailment, counts=counts,
-            keep_tokens=return_ngrams,
-        )
-        scores = _run(prep, n_jobs or 1, show_progress)
+        prep = None
+        if n_jobs > 1:
+            scores = _run_parallel(predictions, references, tables, options, n_jobs)
+        else:
+            prep = _Prepared(predictions, references, tables, **options)
+            scores = _score_all(prep, show_progress)
+        if return_ngrams and prep is None:
+            prep = _Prepared(predictions, references, tables, **options)
     finally:
         if gc_was_enabled:
             gc.enable()
