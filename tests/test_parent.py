@@ -223,6 +223,10 @@ def test_n_jobs_gives_identical_results(golden_webnlg):
     one = scoring.parent_tokenized(*args)
     two = scoring.parent_tokenized(*args, n_jobs=2)
     assert one == two
+    counts = {"the": 5, "the|||is": 3, "carl": 2, "carl|||discovered": 1}
+    sub = tuple(a[:300] for a in args)
+    one = scoring.parent_tokenized(*sub, entailment="cooccurrence", counts=counts, lambda_weight=0.5, return_ngrams=True)
+    assert one == scoring.parent_tokenized(*sub, entailment="cooccurrence", counts=counts, lambda_weight=0.5, return_ngrams=True, n_jobs=-1)
 
 
 # ---------------------------------------------------------------------------

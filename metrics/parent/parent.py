@@ -39,7 +39,7 @@ by w(g), so divergent reference content is ignored) and recall of the table
 entries (longest common subsequence of each value with the prediction). The
 F-score of the best reference is the instance score; the corpus score is the
 mean. The numbers match the reference implementation (google-research/language
-table_text_eval) to 1e-9, and are computed about 30 times faster.
+table_text_eval) to 1e-9, and are computed about 20 times faster.
 """
 
 _KWARGS_DESCRIPTION = """
