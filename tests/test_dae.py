@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT, metric_path
 from metrics.dae.arcs import IGNORED_RELATIONS, PAPER_TO_SPACY_IGNORED, RELATIONS, doc_arcs, load_spacy, rule_score, select_window
-from metrics.dae.arcs import arc_keys
+from metrics.dae.arcs import ARC_FEATURES, SourceIndex, arc_keys
 from metrics.dae.model import ARC_MODEL_KIND, make_arc_head
 
 evaluate = pytest.importorskip("evaluate")
@@ -32,7 +32,7 @@ def tiny_dae(tiny_encoder, tmp_path_factory):
     lora = {"r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "target_modules": ["query", "value"]}
     meta = {"base": tiny_encoder, "task": "encoder", "kind": ARC_MODEL_KIND, "lora": lora, "max_length": 64}
     model = apply_lora(build_base_model(meta), lora, trainable=())
-    head = make_arc_head(model.config.hidden_size)
+    head = make_arc_head(model.config.hidden_size, num_features=len(ARC_FEATURES))
     with torch.no_grad():
         head.arc_head.weight.normal_(std=0.5)
     path = str(tmp_path_factory.mktemp("tiny_dae"))
@@ -94,6 +94,17 @@ def test_rule_score_lemma_level(nlp):
     score, per_arc = rule_score(doc_arcs(nlp("The cat sat on the sofa.")), src)
     assert score == 0.5 and per_arc == [1.0, 0.0]
     assert rule_score([], src)[0] == 1.0
+
+
+def test_arc_alignment_features(nlp):
+    index = SourceIndex(nlp("Conrad was arrested after seven games were investigated in Paris."))
+    feats = {(a.head, a.relation, a.child): index.features(a) for a in doc_arcs(nlp("Seven games were arrested in Paris."))}
+    assert feats[("arrested", "nsubjpass", "games")] == [0.0, 0.0, 0.0, 1.0, 1.0]  # both words known, never linked
+    assert feats[("games", "nummod", "Seven")] == [1.0, 1.0, 1.0, 1.0, 1.0]
+    assert feats[("arrested", "prep:in", "Paris")][3:] == [1.0, 1.0]
+    new = {(a.head, a.relation, a.child): index.features(a) for a in doc_arcs(nlp("Nine games were investigated in Paris."))}
+    assert new[("games", "nummod", "Nine")] == [0.0, 0.0, 0.0, 1.0, 0.0]
+    assert len(ARC_FEATURES) == 5
 
 
 def test_select_window_keeps_order_and_overlap():

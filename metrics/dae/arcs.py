@@ -166,6 +166,40 @@ def arc_keys(arcs: Iterable[Arc]) -> Set[Tuple[str, str, str]]:
     return {a.key() for a in arcs}
 
 
+# --------------------------------------------------------------------------
+# Lexical alignment features of an arc against the source. The classifier
+# sees them beside the encoder's vectors: a small encoder (MiniLM-L6) trained
+# for an hour does not learn on its own whether two source words are linked
+# in the source (it learns new-word errors only), and these features carry
+# exactly that signal. They are the rule-based baseline's evidence, made soft.
+
+ARC_FEATURES = ("arc_in_source", "arc_in_source_base_relation", "words_linked_in_source", "head_in_source", "child_in_source")
+
+
+class SourceIndex:
+    """Lemma-level arcs, linked word pairs and words of a parsed source."""
+
+    def __init__(self, doc):
+        arcs = doc_arcs(doc)
+        self.keys = arc_keys(arcs)
+        self.base_keys = {(a.head_lemma, a.base_relation, a.child_lemma) for a in arcs}
+        self.pairs = {frozenset((a.head_lemma, a.child_lemma)) for a in arcs}
+        # every dependency link, ignored relations included (a copula or a preposition still links words)
+        for tok in doc:
+            if tok.head is not tok:
+                self.pairs.add(frozenset((_lemma(tok), _lemma(tok.head))))
+        self.lemmas = {_lemma(t) for t in doc} | {t.text.lower() for t in doc}
+
+    def features(self, arc: Arc) -> List[float]:
+        return [
+            float(arc.key() in self.keys),
+            float((arc.head_lemma, arc.base_relation, arc.child_lemma) in self.base_keys),
+            float(frozenset((arc.head_lemma, arc.child_lemma)) in self.pairs),
+            float(arc.head_lemma in self.lemmas or arc.head.lower() in self.lemmas),
+            float(arc.child_lemma in self.lemmas or arc.child.lower() in self.lemmas),
+        ]
+
+
 def rule_score(hyp_arcs: Sequence[Arc], source_keys: Set[Tuple[str, str, str]]) -> Tuple[float, List[float]]:
     """The paper's rule-based baseline: the fraction of hypothesis arcs that are
     also arcs of the source (lemma-level head, relation and child). A text

@@ -6,8 +6,11 @@ An arc's representation is ``[E(x;h)[head]; E(x;h)[child]; R(relation)]``
 child word (each word is represented by its **first sub-token**), and a
 learned embedding of the relation label (``RELATIONS``; the paper embeds the
 label's word pieces with the encoder's own embeddings, a fixed table is
-simpler and as expressive for a closed label set). A linear layer maps it to
-one logit; ``sigmoid(logit)`` is P(entailed). One encoder pass serves all
+simpler and as expressive for a closed label set). The shipped model adds
+five lexical alignment features of the arc against the source
+(``arcs.ARC_FEATURES``: arc found in the source, with the same base relation,
+head and child linked in the source, head / child word in the source). A
+linear layer maps it all to one logit; ``sigmoid(logit)`` is P(entailed). One encoder pass serves all
 the arcs of a (source, hypothesis) pair.
 
 Checkpoints use the project's compact format (``d2t_metrics.checkpoints``):
@@ -26,22 +29,27 @@ CHECKPOINT_TASK = "encoder"
 ARC_MODEL_KIND = "dae-arc-classifier"
 
 
-def make_arc_head(hidden_size: int, num_relations: int = len(RELATIONS)):
-    """The trainable head: relation embeddings and the arc classifier."""
+def make_arc_head(hidden_size: int, num_relations: int = len(RELATIONS), num_features: int = 0):
+    """The trainable head: relation embeddings and the arc classifier, over
+    ``[head; child; relation]`` and, when ``num_features`` > 0, the arc's
+    lexical alignment features against the source (``arcs.ARC_FEATURES``)."""
     import torch
 
     class ArcHead(torch.nn.Module):
         def __init__(self):
             super().__init__()
+            self.num_features = num_features
             self.rel_emb = torch.nn.Embedding(num_relations, hidden_size)
-            self.arc_head = torch.nn.Linear(3 * hidden_size, 1)
+            self.arc_head = torch.nn.Linear(3 * hidden_size + num_features, 1)
             torch.nn.init.normal_(self.rel_emb.weight, std=0.02)
             torch.nn.init.normal_(self.arc_head.weight, std=0.02)
             torch.nn.init.zeros_(self.arc_head.bias)
 
-        def forward(self, head_vecs, child_vecs, rel_ids):
-            feats = torch.cat([head_vecs, child_vecs, self.rel_emb(rel_ids).to(head_vecs.dtype)], dim=-1)
-            return self.arc_head(feats).squeeze(-1)
+        def forward(self, head_vecs, child_vecs, rel_ids, features=None):
+            parts = [head_vecs, child_vecs, self.rel_emb(rel_ids).to(head_vecs.dtype)]
+            if self.num_features:
+                parts.append(features.to(head_vecs.dtype))
+            return self.arc_head(torch.cat(parts, dim=-1)).squeeze(-1)
 
     return ArcHead()
 
@@ -55,7 +63,8 @@ def head_tensors(head) -> Dict[str, Any]:
 
 
 def load_head(extra: Dict[str, Any], hidden_size: int):
-    head = make_arc_head(hidden_size, num_relations=extra["rel_emb.weight"].shape[0])
+    num_features = extra["arc_head.weight"].shape[1] - 3 * hidden_size
+    head = make_arc_head(hidden_size, num_relations=extra["rel_emb.weight"].shape[0], num_features=num_features)
     head.load_state_dict({k: v for k, v in extra.items() if k in ("rel_emb.weight", "arc_head.weight", "arc_head.bias")})
     return head
 

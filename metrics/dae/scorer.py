@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .arcs import Arc, arc_keys, doc_arcs, load_spacy, rule_score, select_window
+from .arcs import Arc, SourceIndex, arc_keys, doc_arcs, load_spacy, rule_score, select_window
 from .model import DEFAULT_MAX_LENGTH, encode_pairs, load_dae_checkpoint
 
 THRESHOLD = 0.5
@@ -146,6 +146,8 @@ class DAEScorer:
 
         docs = parse_unique(self.nlp, list(sources) + list(hypotheses))
         src_cache = {s: self._source_sentences(docs[s]) for s in set(sources)}
+        use_features = bool(getattr(self.head, "num_features", 0))
+        src_index = {s: SourceIndex(docs[s]) for s in set(sources)} if use_features else {}
         all_arcs: List[List[Arc]] = []
         segs = []  # (example, offset, hyp words, src words)
         truncated = [False] * len(hypotheses)
@@ -187,7 +189,10 @@ class DAEScorer:
                 h = torch.stack([vectors[vec_index[(i, a.head_i)]] for i, a in part])
                 c = torch.stack([vectors[vec_index[(i, a.child_i)]] for i, a in part])
                 r = torch.tensor([a.relation_id() for _, a in part], device=self.device)
-                probs_flat += torch.sigmoid(self.head(h, c, r).float()).tolist()
+                f = None
+                if use_features:
+                    f = torch.tensor([src_index[sources[i]].features(a) for i, a in part], device=self.device)
+                probs_flat += torch.sigmoid(self.head(h, c, r, f).float()).tolist()
         out, pos = [], 0
         for i, arcs in enumerate(all_arcs):
             out.append(_result(arcs, probs_flat[pos : pos + len(arcs)], threshold, truncated[i]))

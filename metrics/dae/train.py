@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
-from .arcs import RELATION_IDS, RELATIONS
+from .arcs import ARC_FEATURES, RELATION_IDS, RELATIONS, Arc, SourceIndex, load_spacy
 from .model import ARC_MODEL_KIND, CHECKPOINT_TASK, DEFAULT_MAX_LENGTH, encode_pairs, head_tensors, make_arc_head
 
 
@@ -38,6 +38,32 @@ def read_jsonl(path: str, limit: Optional[int] = None) -> List[dict]:
 
 def relation_id(rel: str) -> int:
     return RELATION_IDS.get(rel.split(":", 1)[0], 0)
+
+
+def add_features(examples: Sequence[dict], nlp, batch_size: int = 256) -> None:
+    """Attach the lexical alignment features (``arcs.ARC_FEATURES``) of every
+    labelled arc against its source, as ``example["feats"]``. Sources and
+    hypotheses are parsed again (the data keeps words, not lemmas)."""
+    texts = list(dict.fromkeys([e["source"] for e in examples] + [e["hypothesis"] for e in examples]))
+    disable = [p for p in ("ner",) if p in nlp.pipe_names]
+    docs = dict(zip(texts, nlp.pipe(texts, batch_size=batch_size, disable=disable)))
+    index = {}
+    for e in examples:
+        src = index.get(e["source"])
+        if src is None:
+            src = index[e["source"]] = SourceIndex(docs[e["source"]])
+        hdoc = docs[e["hypothesis"]]
+        same = len(hdoc) == len(e["words"])
+        lemma = (lambda i: (hdoc[i].lemma_ or hdoc[i].text).lower()) if same else (lambda i: e["words"][i].lower())
+        e["feats"] = [
+            src.features(Arc(e["words"][h], rel, e["words"][c], h, c, lemma(h), lemma(c))) for h, c, rel, _ in e["arcs"]
+        ]
+
+
+def weighted_sample(examples: Sequence[dict], n: int, weights: Dict[str, float], rng: random.Random) -> List[dict]:
+    """``n`` examples without replacement, kind ``k`` weighted ``weights.get(k, 1)``."""
+    keyed = sorted(examples, key=lambda e: -(rng.random() ** (1.0 / weights.get(e["kind"], 1.0))))
+    return keyed[:n]
 
 
 def make_batches(examples: Sequence[dict], batch_size: int, rng: random.Random, shuffle: bool = True) -> List[List[dict]]:
@@ -71,7 +97,10 @@ def batch_logits(encoder, head, tokenizer, batch: Sequence[dict], max_length: in
             rels.append(relation_id(rel))
             labels.append(float(y))
     seg_t = torch.tensor(seg, device=device)
-    logits = head(hidden[seg_t, torch.tensor(hpos, device=device)], hidden[seg_t, torch.tensor(cpos, device=device)], torch.tensor(rels, device=device))
+    feats = None
+    if getattr(head, "num_features", 0):
+        feats = torch.tensor([f for e in batch for f in e["feats"]], device=device)
+    logits = head(hidden[seg_t, torch.tensor(hpos, device=device)], hidden[seg_t, torch.tensor(cpos, device=device)], torch.tensor(rels, device=device), feats)
     return logits, torch.tensor(labels, device=device)
 
 
@@ -129,6 +158,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--eval-every", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default=None)
+    ap.add_argument("--no-features", action="store_true", help="the paper's head only: no lexical alignment features")
+    ap.add_argument("--init", default=None, help="warm start from a DAE checkpoint directory (LoRA and head)")
+    ap.add_argument("--oversample", default="", help="kind weights for sampling --max-examples, e.g. span-delete=2,subject=2")
+    ap.add_argument("--spacy-model", default=None)
     args = ap.parse_args(argv)
 
     import torch
@@ -144,11 +177,20 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     train = read_jsonl(os.path.join(args.data, "train.jsonl"))
     rng.shuffle(train)
+    weights = {k: float(v) for k, v in (kv.split("=") for kv in args.oversample.split(",") if kv)}
     if args.max_examples:
-        train = train[: args.max_examples]
+        train = weighted_sample(train, args.max_examples, weights, rng) if weights else train[: args.max_examples]
+        rng.shuffle(train)
     dev = read_jsonl(os.path.join(args.data, "dev.jsonl"))
     random.Random(1).shuffle(dev)
     dev = dev[: args.max_dev]
+    num_features = 0 if args.no_features else len(ARC_FEATURES)
+    if num_features:
+        t_parse = time.time()
+        nlp = load_spacy(args.spacy_model)
+        add_features(train, nlp)
+        add_features(dev, nlp)
+        log(f"features computed in {time.time() - t_parse:.0f}s")
     n_pos = sum(a[3] for e in train for a in e["arcs"])
     n_arcs = sum(len(e["arcs"]) for e in train)
     neg_weight = args.neg_weight
@@ -162,7 +204,22 @@ def main(argv: Optional[List[str]] = None) -> int:
     tokenizer = AutoTokenizer.from_pretrained(resolve_base(args.base))
     lora = dict(DEFAULT_LORA, r=args.lora_r, lora_alpha=2 * args.lora_r)
     encoder = apply_lora(build_base_model({"base": args.base, "task": CHECKPOINT_TASK}), lora, trainable=())
-    head = make_arc_head(encoder.config.hidden_size)
+    head = make_arc_head(encoder.config.hidden_size, num_features=num_features)
+    if args.init:
+        from d2t_metrics.checkpoints import read_compact
+
+        tensors, _ = read_compact(args.init)
+        own = {k: v for k, v in tensors.items() if not k.startswith("extra.")}
+        missing = set(own) - {n for n, _ in encoder.named_parameters()}
+        if missing:
+            raise ValueError(f"--init {args.init} does not fit this LoRA setup: {sorted(missing)[:3]}")
+        encoder.load_state_dict(own, strict=False)
+        with torch.no_grad():
+            head.rel_emb.weight.copy_(tensors["extra.rel_emb.weight"])
+            w = tensors["extra.arc_head.weight"]
+            head.arc_head.weight[:, : w.shape[1]].copy_(w)
+            head.arc_head.bias.copy_(tensors["extra.arc_head.bias"])
+        log(f"warm start from {args.init}")
     encoder.to(device).train()
     head.to(device).train()
     params = [
@@ -178,8 +235,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     meta = {
         "base": args.base, "task": CHECKPOINT_TASK, "kind": ARC_MODEL_KIND, "lora": lora, "max_length": args.max_length,
         "relations": list(RELATIONS), "word_vector": "first sub-token",
+        "arc_features": list(ARC_FEATURES) if num_features else [],
         "training": {"data": os.path.abspath(args.data), "examples": len(train), "arcs": n_arcs, "epochs": args.epochs,
-                     "batch_size": args.batch_size, "lr": args.lr, "head_lr": args.head_lr, "neg_weight": round(neg_weight, 3)},
+                     "batch_size": args.batch_size, "lr": args.lr, "head_lr": args.head_lr, "neg_weight": round(neg_weight, 3),
+                     "init": args.init, "oversample": weights},
     }
     step, t0, running = 0, time.time(), []
     done = False
