@@ -9,8 +9,8 @@ fully trained 3-way classifier), trained on the pairs of :mod:`.nli_data`.
 Batches hold pairs of similar length (dynamic padding), which roughly halves
 CPU time against padding everything to ``--max-length``. A checkpoint is saved
 midway and at the end; the dev split (held-out synthetic entries, SICK TEST,
-RTE test sets) is scored at the end and written next to the checkpoint as
-``dev_scores.json``.
+RTE test sets) is scored at the end and printed (``--dev-scores FILE`` also
+writes it as JSON).
 """
 
 from __future__ import annotations
@@ -122,6 +122,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (smoke runs)")
+    ap.add_argument("--dev-scores", default=None, help="also write the dev scores as JSON to this file")
     ap.add_argument("--max-dev", type=int, default=0, help="score at most this many dev pairs (0 = all)")
     ap.add_argument("--save-every", type=int, default=0, help="save every N steps (default: midway)")
     ap.add_argument(
@@ -221,8 +222,9 @@ def main(argv=None):
     print(f"saved {path} ({os.path.getsize(path) / 2**20:.1f} MiB) after {(time.time() - t_start) / 60:.1f} min", flush=True)
 
     scores = dev_scores(model, tokenizer, dev, args.max_length)
-    with open(os.path.join(args.out, "dev_scores.json"), "w") as f:
-        json.dump(scores, f, indent=2)
+    if args.dev_scores:
+        with open(args.dev_scores, "w") as f:
+            json.dump(scores, f, indent=2)
     for g, s in scores.items():
         print(f"dev {g:8s} n={s['n']:5d} acc3={s['acc3']:.4f} acc2={s['acc2']:.4f}", flush=True)
 

@@ -1,0 +1,305 @@
+"""Tests of metrics/nli_semantic_accuracy (Dušek & Kasner, 2020) on tiny random models,
+a deterministic fake scorer for the decision logic, and the shipped checkpoint."""
+
+import doctest
+import os
+import re
+import sys
+
+import evaluate
+import pytest
+
+from conftest import ROOT, metric_path
+
+METRIC = metric_path("nli_semantic_accuracy")
+CHECKPOINT = os.path.join(ROOT, "checkpoints", "nli_semantic_accuracy")
+
+TRIPLES = ["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | occupation | Test_pilot"]
+
+
+def load(model, config="default", **kw):
+    return evaluate.load(METRIC, config, model=model, **kw)
+
+
+@pytest.fixture(scope="module")
+def tiny_metric(tiny_nli):
+    return load(tiny_nli)
+
+
+def _words(text):
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+class WordOverlapScorer:
+    """A deterministic stand-in for the NLI model: the premise entails the
+    hypothesis iff every word of the hypothesis occurs in the premise, ignoring
+    the back-off template's function words."""
+
+    labels = ("contradiction", "neutral", "entailment")
+    IGNORE = {"the", "of", "is", "a", "an", "was", "in", "and", "as", "worked", "born", "birth", "place", "occupation", "eat", "type", "area"}
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, premises, hypotheses, batch_size=32, show_progress=True):
+        self.calls += 1
+        out = []
+        for p, h in zip(premises, hypotheses):
+            missing = len((_words(h) - self.IGNORE) - _words(p))
+            ent = 0.9 if missing == 0 else 0.2 / (1 + missing)
+            out.append([0.05, 0.95 - ent, ent])
+        return out
+
+    def as_dict(self, probs):
+        return dict(zip(self.labels, probs))
+
+    def is_entailed(self, probs):
+        return probs[2] == max(probs)
+
+
+@pytest.fixture()
+def fake_metric(tiny_nli):
+    m = load(tiny_nli, "backoff")
+    m.scorer = WordOverlapScorer()
+    return m
+
+
+# ---------------------------------------------------------------------------
+# label mapping
+
+
+def test_label_mapping_any_order_and_case(tmp_path):
+    from d2t_metrics.testing import make_tiny_classifier
+
+    path = make_tiny_classifier(str(tmp_path / "m"), id2label={0: "ENTAILMENT", 1: "Contradiction", 2: "neutral"})
+    m = load(path)
+    assert m.scorer.labels == ("entailment", "contradiction", "neutral")
+    assert m.scorer.entailment_index == 0
+    ex = m.compute(predictions=["Alan Bean was a test pilot."], tables=[TRIPLES], per_example=True, show_progress=False)["examples"][0]
+    probs = ex["checks"][0]["probabilities"]
+    assert set(probs) == {"entailment", "neutral", "contradiction"}
+    assert abs(sum(probs.values()) - 1) < 1e-5
+    assert ex["confidence"] == pytest.approx(min(c["probabilities"]["entailment"] for c in ex["checks"]))
+    # A check passes exactly when entailment is the most likely label.
+    for c in ex["checks"]:
+        assert c["entailed"] == (max(c["probabilities"], key=c["probabilities"].get) == "entailment")
+
+
+def test_two_class_model(tmp_path):
+    from d2t_metrics.testing import make_tiny_classifier
+
+    path = make_tiny_classifier(str(tmp_path / "m2"), id2label={0: "not_entailed", 1: "entailed"})
+    m = load(path)
+    ex = m.compute(predictions=["Alan Bean was a test pilot."], tables=[TRIPLES], per_example=True, show_progress=False)["examples"][0]
+    assert set(ex["checks"][0]["probabilities"]) == {"entailment", "not_entailment"}
+    assert ex["label"] in ("OK", "omission", "hallucination", "omission+hallucination")
+
+
+@pytest.mark.parametrize(
+    "id2label",
+    [{0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"}, {0: "entailment", 1: "neutral"}, {0: "positive", 1: "negative"}],
+)
+def test_unmappable_labels_raise(tmp_path, id2label):
+    from d2t_metrics.testing import make_tiny_classifier
+
+    path = make_tiny_classifier(str(tmp_path / "bad"), id2label=id2label)
+    with pytest.raises(ValueError, match="cannot map the model's labels"):
+        load(path)
+
+
+def test_map_nli_labels_aliases():
+    mod = _sibling("nli_model")
+    assert mod.map_nli_labels({0: "Entailment", 1: "NOT ENTAILMENT"}) == ("entailment", "not_entailment")
+    assert mod.map_nli_labels({"2": "contradiction", "0": "entailment", "1": "neutral"}) == ("entailment", "neutral", "contradiction")
+    with pytest.raises(ValueError):
+        mod.map_nli_labels({0: "entailment", 1: "entailment", 2: "neutral"})
+
+
+def _sibling(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"nli_sibling_{name}", os.path.join(METRIC, f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# ---------------------------------------------------------------------------
+# decision logic with a deterministic scorer
+
+
+def test_ok_omission_hallucination_and_both(fake_metric):
+    texts = [
+        "Alan Bean was born in Wheeler, Texas and worked as a test pilot.",  # everything, nothing more
+        "Alan Bean was born in Wheeler, Texas.",  # omits the occupation
+        "Alan Bean, a test pilot born in Wheeler, Texas, walked on the Moon.",  # adds the Moon
+        "Alan Bean walked on the Moon and was born in Wheeler, Texas.",  # both
+    ]
+    out = fake_metric.compute(predictions=texts, tables=[TRIPLES] * 4, per_example=True, show_progress=False)
+    labels = [e["label"] for e in out["examples"]]
+    assert labels == ["OK", "omission", "hallucination", "omission+hallucination"]
+    assert [e["ok"] for e in out["examples"]] == [True, False, False, False]
+    omitted = out["examples"][1]["omitted_facts"]
+    assert [o["fact"] for o in omitted] == ["Alan_Bean | occupation | Test_pilot"]
+    assert omitted[0]["sentence"] == "The occupation of Alan Bean is Test pilot."
+    assert out["ok_rate"] == pytest.approx(0.25)
+    assert out["omission_rate"] == pytest.approx(0.5)
+    assert out["hallucination_rate"] == pytest.approx(0.5)
+    # Confidence is the smallest entailment probability of the example's checks.
+    assert out["examples"][0]["confidence"] == pytest.approx(0.9)
+    assert out["examples"][1]["confidence"] < 0.2
+    assert out["examples"][0]["score"] == out["examples"][0]["confidence"]
+    assert out["confidence"] == pytest.approx(sum(e["confidence"] for e in out["examples"]) / 4)
+    # One omission check per fact plus one hallucination check, scored in one batched call.
+    assert [c["type"] for c in out["examples"][0]["checks"]] == ["omission", "omission", "hallucination"]
+    assert fake_metric.scorer.calls == 1
+
+
+def test_checks_use_text_as_premise_and_facts_as_premise():
+    checks = _sibling("checks")
+    facts = [checks.Fact("a | p | b", "A p B."), checks.Fact("a | q | c", "A q C.")]
+    plan = checks.plan_checks(3, facts, "The text.")
+    assert [(c.kind, c.premise, c.hypothesis) for c in plan] == [
+        ("omission", "The text.", "A p B."),
+        ("omission", "The text.", "A q C."),
+        ("hallucination", "A p B. A q C.", "The text."),
+    ]
+
+
+def test_e2e_restaurant_switch(fake_metric):
+    mr = "name[Blue Spice], eatType[restaurant], area[riverside]"
+    text = "Blue Spice is in the riverside area."
+    strict = fake_metric.compute(predictions=[text], tables=[mr], per_example=True, show_progress=False)["examples"][0]
+    lenient = fake_metric.compute(predictions=[text], tables=[mr], per_example=True, show_progress=False, e2e_ignore_restaurant=True)["examples"][0]
+    assert strict["label"] == "omission"
+    assert [o["fact"] for o in strict["omitted_facts"]] == ["Blue Spice | eatType | restaurant"]
+    assert lenient["label"] == "OK"
+    # The name is the subject of every fact; the optional fact stays in the hallucination premise.
+    assert lenient["facts"] == ["The eat type of Blue Spice is restaurant.", "The area of Blue Spice is riverside."]
+    assert [c["type"] for c in lenient["checks"]] == ["omission", "hallucination"]
+
+
+def test_configs_verbalize_differently(tiny_nli):
+    backoff = load(tiny_nli, "backoff")
+    default = load(tiny_nli, "default")
+    kw = dict(predictions=["x"], tables=[["Alan_Bean | birthPlace | Wheeler,_Texas"]], per_example=True, show_progress=False)
+    assert backoff.compute(**kw)["examples"][0]["facts"] == ["The birth place of Alan Bean is Wheeler, Texas."]
+    assert default.compute(**kw)["examples"][0]["facts"] != ["The birth place of Alan Bean is Wheeler, Texas."]
+    with pytest.raises(ValueError, match="unknown config"):
+        load(tiny_nli, "nonsense")
+
+
+# ---------------------------------------------------------------------------
+# batching, truncation, inputs
+
+
+def test_batch_size_does_not_change_probabilities(tiny_metric):
+    texts = [
+        "Alan Bean was born in Wheeler, Texas.",
+        "Blue Spice is a pub in the riverside area near the river, serving food to families.",
+        "He flew.",
+        "Alan Bean, born in Wheeler, Texas, was a test pilot and an astronaut on Apollo 12 and later a painter.",
+    ]
+    tables = [TRIPLES, "name[Blue Spice], eatType[pub], area[riverside]", TRIPLES[:1], TRIPLES]
+    one = tiny_metric.compute(predictions=texts, tables=tables, per_example=True, batch_size=1, show_progress=False)
+    many = tiny_metric.compute(predictions=texts, tables=tables, per_example=True, batch_size=16, show_progress=False)
+    for a, b in zip(one["examples"], many["examples"]):
+        assert a["label"] == b["label"]
+        for ca, cb in zip(a["checks"], b["checks"]):
+            for k in ca["probabilities"]:
+                assert ca["probabilities"][k] == pytest.approx(cb["probabilities"][k], abs=1e-5)
+
+
+def test_premise_is_truncated_and_hypothesis_kept(tiny_metric):
+    scorer = tiny_metric.scorer
+    long_premise = "the city airport is near the river " * 100
+    batch = scorer.encode([long_premise, "short"], ["Alan Bean is a pilot.", "a river"])
+    assert batch["input_ids"].shape[1] == scorer.max_length
+    hyp = scorer.tokenizer("Alan Bean is a pilot.", add_special_tokens=False)["input_ids"]
+    ids = batch["input_ids"][0].tolist()
+    # The hypothesis survives whole at the end of the truncated pair.
+    assert ids[-1 - len(hyp) : -1] == hyp
+
+
+def test_long_inputs_do_not_crash(tiny_metric):
+    long_text = "Alan Bean was born in Wheeler, Texas and became a test pilot. " * 150
+    many_triples = [f"Entity_{i} | relatedTo | Value_{i}" for i in range(60)]
+    out = tiny_metric.compute(
+        predictions=[long_text, "Short text."], tables=[TRIPLES, many_triples], per_example=True, show_progress=False
+    )
+    assert len(out["examples"]) == 2
+    assert len(out["examples"][1]["checks"]) == 61
+    assert 0.0 <= out["examples"][0]["confidence"] <= 1.0
+
+
+class _MustNotRun:
+    def __call__(self, *a, **k):
+        raise AssertionError("the model ran before the inputs were validated")
+
+
+@pytest.mark.parametrize(
+    "predictions,tables,message",
+    [
+        (["a", "b"], [TRIPLES], "2 predictions but 1 tables"),
+        (["a", None], [TRIPLES, TRIPLES], "example 1"),
+        (["a", "b"], [TRIPLES, None], "example 1: table is None"),
+        (["a", "b"], [TRIPLES, []], "example 1: empty table"),
+        (["a", "b"], [TRIPLES, ["Alan_Bean | birthPlace"]], "example 1: malformed triple"),
+        (["a"], None, "tables is None"),
+    ],
+)
+def test_bad_inputs_raise_before_the_model(tiny_nli, predictions, tables, message):
+    m = load(tiny_nli)
+    m.scorer = _MustNotRun()
+    with pytest.raises(ValueError, match=message):
+        m.compute(predictions=predictions, tables=tables, show_progress=False)
+
+
+def test_missing_model_says_how_to_pass_a_path(tmp_path):
+    from d2t_metrics.models import ModelNotAvailableError
+
+    with pytest.raises(ModelNotAvailableError) as e:
+        load(str(tmp_path / "no_such_model"))
+    assert "model='/path/to/model'" in str(e.value)
+    assert "nli_semantic_accuracy" in str(e.value)
+
+
+# ---------------------------------------------------------------------------
+# the shipped checkpoint
+
+
+def test_checkpoint_is_compact():
+    f = os.path.join(CHECKPOINT, "model.safetensors")
+    assert os.path.isfile(f)
+    assert os.path.getsize(f) <= 16 * 2**20
+    assert os.path.isfile(os.path.join(CHECKPOINT, "README.md"))
+
+
+def test_docstring_example_runs(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    m = evaluate.load(METRIC, "default", model=CHECKPOINT)
+    doc = m.inputs_description
+    parser = doctest.DocTestParser()
+    test = parser.get_doctest(doc, {"evaluate": evaluate}, "nli_semantic_accuracy", None, 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    runner.run(test)
+    assert runner.failures == 0 and runner.tries >= 3
+
+
+def test_checkpoint_separates_correct_from_wrong_texts():
+    m = load(CHECKPOINT, "default")
+    table = "Alan_Bean | birthPlace | Wheeler,_Texas<br>Alan_Bean | occupation | Test_pilot"
+    texts = [
+        "Alan Bean was born in Wheeler, Texas. He served as a test pilot.",
+        "Alan Bean was born in Wheeler, Texas.",  # omission
+        "Alan Bean, a test pilot born in Wheeler, Texas, was the fourth man to walk on the Moon and a painter.",  # hallucination
+        "Blue Spice is a pub in the city centre.",  # unrelated
+        "Alan Bean was born in Paris and worked as a chef.",  # wrong values
+    ]
+    out = m.compute(predictions=texts, tables=[table] * 5, per_example=True, show_progress=False)
+    ex = out["examples"]
+    assert ex[0]["ok"], ex[0]
+    assert ex[1]["omission"] and [o["fact"] for o in ex[1]["omitted_facts"]] == ["Alan_Bean | occupation | Test_pilot"]
+    assert not ex[3]["ok"] and not ex[4]["ok"]
+    assert ex[0]["confidence"] > max(e["confidence"] for e in ex[1:])
