@@ -196,12 +196,12 @@ def test_unknown_config():
 
 
 SOURCES = [
-    "The abc reported that those who receive centrelink payments made up half of radio rental's income last year.",
+    "The council reported that residents who use the new bus service made up half of its passengers last year.",
     "Lewis Hamilton sits on the podium alongside Sebastian Vettel after he claimed his first victory for Ferrari.",
     "The cat sat on the mat.",
 ]
 PREDS = [
-    "Those who receive centrelink payments made up radio rental's income last year.",
+    "Residents who use the new bus service made up its passengers last year.",
     "Sebastian Vettel claimed his first victory for Ferrari. Hamilton sits on the podium.",
     "The dog sat on the mat.",
 ]

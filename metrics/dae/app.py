@@ -13,12 +13,12 @@ _ROOT = os.path.dirname(os.path.dirname(_HERE))
 
 EXAMPLES = [
     [
-        "the abc have reported that those who receive centrelink payments made up half of radio rental's income last year.",
-        "those who receive centrelink payments made up radio rental's income last year.",
+        "the council reported that residents who use the new bus service made up half of its passengers last year.",
+        "residents who use the new bus service made up its passengers last year.",
     ],
     [
-        "he has spoken of personally meeting prime minister david cameron but leads a double life as a seedy drug addict.",
-        "david cameron leads a double life as a seedy drug addict.",
+        "the singer has spoken of meeting the mayor of leeds but says she rarely visits the city.",
+        "the mayor of leeds rarely visits the city.",
     ],
     ["Alan Bean was born in Wheeler, Texas, and worked as a test pilot.", "Alan Bean was born in Texas and worked as an astronaut."],
 ]
