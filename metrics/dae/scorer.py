@@ -142,7 +142,7 @@ class DAEScorer:
               threshold: float = THRESHOLD) -> List[Dict[str, Any]]:
         import torch
 
-        from d2t_metrics.models import progress
+        from d2t_metrics.models import length_sorted_batches, progress
 
         docs = parse_unique(self.nlp, list(sources) + list(hypotheses))
         src_cache = {s: self._source_sentences(docs[s]) for s in set(sources)}
@@ -162,8 +162,7 @@ class DAEScorer:
         needed = {(i, w) for i, arcs in enumerate(all_arcs) for a in arcs for w in (a.head_i, a.child_i)}
         vec_index: Dict[Tuple[int, int], int] = {}
         vectors = []
-        order = sorted(range(len(segs)), key=lambda k: len(segs[k][2]) + len(segs[k][3]))
-        batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+        batches = length_sorted_batches([len(hw) + len(sw) for _, _, hw, sw in segs], batch_size)
         with torch.inference_mode():
             for batch in progress(batches, total=len(batches), desc="DAE", enabled=show_progress):
                 enc, positions = encode_pairs(self.tokenizer, [segs[k][3] for k in batch], [segs[k][2] for k in batch], self.max_length)
