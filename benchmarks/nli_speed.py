@@ -47,13 +47,14 @@ def webnlg_pairs(shared: str, n_pairs: int, verbalizer):
 
 
 def one_at_a_time(scorer, pairs):
-    """The reference code's way: one tokenizer call and one forward pass per pair."""
+    """The reference code's way: one tokenizer call and one forward pass per pair
+    (with the metric's own truncation, so both sides see identical inputs)."""
     import torch
 
     out = []
     with torch.inference_mode():
         for p, h in pairs:
-            enc = scorer.tokenizer(p, h, return_tensors="pt", truncation="only_first", max_length=scorer.max_length).to(scorer.device)
+            enc = scorer.encode([p], [h]).to(scorer.device)
             out.append(torch.softmax(scorer.model(**enc).logits.float(), dim=-1)[0].tolist())
     return out
 
