@@ -140,7 +140,15 @@ def load_compact(path: str, device: str = "cpu", dtype=None):
 
     tensors, meta = read_compact(path)
     tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_base(meta["base"]))
-    model = build_base_model(meta)
+    # The base lacks the trained head, so transformers reports it "MISSING" and
+    # advises training; the head comes from the checkpoint just below, so the
+    # report would only mislead users.
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        model = build_base_model(meta)
+    finally:
+        transformers.logging.set_verbosity(verbosity)
     extra = {k[len("extra."):]: v for k, v in tensors.items() if k.startswith("extra.")}
     own = {k: v for k, v in tensors.items() if not k.startswith("extra.")}
     if meta.get("lora"):
