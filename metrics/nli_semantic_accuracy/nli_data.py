@@ -197,8 +197,18 @@ def _swap_mentions(text: str, a: str, b: str) -> Optional[str]:
 class SyntheticBuilder:
     """Builds NLI pairs from (facts, texts) records of one data set."""
 
-    def __init__(self, records: List[Tuple[Tuple[Triple, ...], List[str]]], verbalize: Callable[[Triple], str], rng: random.Random, name: str):
+    def __init__(
+        self,
+        records: List[Tuple[Tuple[Triple, ...], List[str]]],
+        verbalize: Callable[[Triple], str],
+        rng: random.Random,
+        name: str,
+        same_value: Optional[Callable[[str, str, str], bool]] = None,
+        facts_per_text: int = 2,
+    ):
         self.records = records
+        self.same_value = same_value
+        self.facts_per_text = facts_per_text  # own facts entailed per text; 0 = all
         self.verbalize = verbalize
         self.rng = rng
         self.name = name
@@ -217,13 +227,17 @@ class SyntheticBuilder:
 
     # -- fact perturbations ------------------------------------------------
     def other_object(self, t: Triple) -> Optional[str]:
+        """Another value of the predicate that means something else (None when five draws find none)."""
         pool = self.objects.get(t.predicate, [])
         if len(pool) < 2:
             return None
         for _ in range(5):
             o = self.rng.choice(pool)
-            if normalize_entity(o).lower() != normalize_entity(t.object).lower():
-                return o
+            if normalize_entity(o).lower() == normalize_entity(t.object).lower():
+                continue
+            if self.same_value and self.same_value(t.predicate, o, t.object):
+                continue
+            return o
         return None
 
     def swap_object(self, t: Triple) -> Optional[Triple]:
@@ -256,7 +270,8 @@ class SyntheticBuilder:
                 out.append(Pair(p, h, label, f"{self.name}:{kind}"))
 
         # Omission direction: the text entails its facts.
-        for t in rng.sample(facts, min(2, len(facts))):
+        n_facts = len(facts) if self.facts_per_text <= 0 else min(self.facts_per_text, len(facts))
+        for t in rng.sample(facts, n_facts):
             add(text, v(t), ENTAILMENT, "fact_entailed")
         # ... and not others.
         negatives = []
@@ -289,6 +304,18 @@ class SyntheticBuilder:
         order = list(facts)
         rng.shuffle(order)
         add(self.join(order), text, ENTAILMENT, "text_entailed")
+        # Facts the text does not mention don't make it unsupported: that is
+        # the omission check's business, not the hallucination check's.
+        # (E2E texts call any venue without an eatType "a restaurant", so an added eatType could contradict.)
+        absent = sorted(
+            f for f in self.facts_by_subject.get(facts[0].subject, ())
+            if f.predicate not in {x.predicate for x in facts} and f.predicate != "eatType"
+            and _replace_mention(text, normalize_entity(f.object), "") is None
+        )
+        if absent:
+            padded = list(order)
+            padded.insert(rng.randrange(len(padded) + 1), rng.choice(absent))
+            add(self.join(padded), text, ENTAILMENT, "text_entailed_extra_fact")
         negatives = []
         if len(facts) > 1:
             drop = rng.choice(facts)
@@ -323,31 +350,49 @@ class SyntheticBuilder:
 # E2E: a lexical filter keeps references that plausibly state all their slots
 # (the original E2E references are noisy), and no value of an absent slot.
 
-_E2E_CUES = {
-    "cheap": ("cheap", "low price", "inexpensive", "affordable"),
-    "moderate": ("moderate", "average price", "mid"),
-    "high": ("high", "expensive", "pricey"),
-    "less than £20": ("20",),
-    "£20-25": ("20", "25"),
-    "more than £30": ("30",),
-    "1 out of 5": ("1",),
-    "3 out of 5": ("3",),
-    "5 out of 5": ("5",),
-    "low": ("low", "poor", "bad"),
-    "average": ("average",),
-    "riverside": ("river",),
-    "city centre": ("centre", "center", "city"),
+# E2E price and rating values come in a numeric and a verbal scale that the
+# E2E slot-error script treats as one value ("cheap" realizes "less than £20").
+# Cue lists therefore accept either scale, and a swap never replaces a value by
+# its twin on the other scale (that would be no contradiction).
+_VERBAL_SCALE = {
+    ("pricerange", "less than £20"): "cheap", ("pricerange", "£20-25"): "moderate", ("pricerange", "more than £30"): "high",
+    ("customerrating", "1 out of 5"): "low", ("customerrating", "3 out of 5"): "average", ("customerrating", "5 out of 5"): "high",
 }
+_SCALE_CUES = {
+    "pricerange": {
+        "cheap": ("cheap", "low price", "low-price", "low cost", "low-cost", "inexpensive", "affordable", "budget", "20"),
+        "moderate": ("moderate", "average price", "mid", "20", "25"),
+        "high": ("high", "expensive", "pricey", "costly", "30"),
+    },
+    "customerrating": {
+        "low": ("low", "poor", "bad", "1 out of 5", "one star", "1 star", "one out of five"),
+        "average": ("average", "3 out of 5", "three star", "3 star", "three out of five"),
+        "high": ("high", "excellent", "great", "5 out of 5", "five star", "5 star", "five out of five"),
+    },
+}
+_E2E_CUES = {"riverside": ("river",), "city centre": ("centre", "center", "city")}
+
+
+def _slot_key(predicate: str) -> str:
+    return predicate.lower().replace(" ", "").replace("_", "")
+
+
+def e2e_same_value(predicate: str, a: str, b: str) -> bool:
+    """Whether two E2E values of a slot mean the same (``cheap`` and ``less than £20``)."""
+    key = _slot_key(predicate)
+    a, b = a.lower(), b.lower()
+    return _VERBAL_SCALE.get((key, a), a) == _VERBAL_SCALE.get((key, b), b)
 
 
 def e2e_slot_mentioned(attr: str, value: str, ref: str) -> bool:
-    r, v, a = ref.lower(), value.lower(), attr.lower().replace(" ", "")
+    r, v, a = ref.lower(), value.lower(), _slot_key(attr)
     if a == "familyfriendly":
         return any(w in r for w in ("family", "kid", "child"))
-    cues = _E2E_CUES.get(v, (v,))
-    if a == "customerrating" and v in ("low", "average", "high"):
-        return v in r and ("rat" in r or "review" in r or "customer" in r)
-    return any(c in r for c in cues)
+    if a in _SCALE_CUES:
+        cues = _SCALE_CUES[a].get(_VERBAL_SCALE.get((a, v), v), (v,))
+        context = a != "customerrating" or any(w in r for w in ("rat", "review", "customer", "star"))
+        return context and any(c in r for c in cues)
+    return any(c in r for c in _E2E_CUES.get(v, (v,)))
 
 
 def e2e_clean_records(examples, slots_absent_check: bool = True):
@@ -389,7 +434,15 @@ def split_records(records, dev_share: float, rng: random.Random):
     return records[n_dev:], records[:n_dev]
 
 
-def build_pairs(shared: str, seed: int = 13, dev_share: float = 0.05, max_texts_per_record: int = 3, backoff_share: float = 0.4):
+def build_pairs(
+    shared: str,
+    seed: int = 13,
+    dev_share: float = 0.05,
+    max_texts_per_record: int = 3,
+    backoff_share: float = 0.4,
+    e2e_texts_per_record: int = 3,
+    e2e_facts_per_text: int = 2,
+):
     """``(train_pairs, dev_pairs)``; dev holds out whole WebNLG entries / E2E MRs,
     plus SICK TEST and RTE test sets."""
     from d2t_metrics.datasets import load_e2e_csv, load_webnlg_xml
@@ -401,11 +454,16 @@ def build_pairs(shared: str, seed: int = 13, dev_share: float = 0.05, max_texts_
     e_records = e2e_clean_records(load_e2e_csv(os.path.join(shared, "data", "e2e", "devset.csv")))
 
     train, dev = [], []
-    for name, records in (("webnlg", w_records), ("e2e", e_records)):
-        tr, dv = split_records(records, dev_share, rng)
-        # Perturbation pools come from all records (facts only, no dev texts cross over).
-        train.extend(SyntheticBuilder(tr, verbalize, rng, name).build(max_texts_per_record))
-        dev.extend(SyntheticBuilder(dv, verbalize, rng, name).build(1))
+    settings = (
+        # E2E has few MRs (547) but many references each: use them all.
+        ("webnlg", w_records, max_texts_per_record, None, 2),
+        ("e2e", e_records, max(max_texts_per_record, e2e_texts_per_record), e2e_same_value, e2e_facts_per_text),
+    )
+    for k, (name, records, n_texts, same_value, n_facts) in enumerate(settings):
+        # A split of its own seed, so the held-out entries don't move when the pairs change.
+        tr, dv = split_records(records, dev_share, random.Random(seed + 1000 * (k + 1)))
+        train.extend(SyntheticBuilder(tr, verbalize, rng, name, same_value, n_facts).build(n_texts))
+        dev.extend(SyntheticBuilder(dv, verbalize, rng, name, same_value).build(1))
 
     nli = os.path.join(shared, "data", "nli")
     train.extend(load_sick(os.path.join(nli, "sick", "SICK.txt"), ("TRAIN", "TRIAL")))
@@ -416,12 +474,13 @@ def build_pairs(shared: str, seed: int = 13, dev_share: float = 0.05, max_texts_
 
 
 def subsample(pairs: List[Pair], max_pairs: Optional[int], rng: random.Random, keep_sources: Tuple[str, ...] = ("sick", "rte")) -> List[Pair]:
-    """At most ``max_pairs`` pairs, keeping every general-NLI pair and sampling the synthetic rest."""
+    """At most ``max_pairs`` pairs, keeping every pair whose source starts with one
+    of ``keep_sources`` and sampling the rest."""
     if not max_pairs or len(pairs) <= max_pairs:
         out = list(pairs)
     else:
-        kept = [p for p in pairs if p.source in keep_sources]
-        rest = [p for p in pairs if p.source not in keep_sources]
+        kept = [p for p in pairs if p.source.startswith(keep_sources)]
+        rest = [p for p in pairs if not p.source.startswith(keep_sources)]
         out = kept + rng.sample(rest, max(0, max_pairs - len(kept)))
     rng.shuffle(out)
     return out

@@ -22,7 +22,7 @@ import os
 import random
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Dict, List, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -121,6 +121,13 @@ def main(argv=None):
     ap.add_argument("--warmup", type=float, default=0.06)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--init", default=None, help="warm start from a checkpoint of this recipe (its LoRA adapters and head)")
+    ap.add_argument("--e2e-texts", type=int, default=3, help="E2E references used per MR (E2E has few MRs, many references)")
+    ap.add_argument("--e2e-facts", type=int, default=2, help="E2E facts stated as entailed per reference (0 = all of them)")
+    ap.add_argument(
+        "--keep-sources", default="sick,rte",
+        help="comma-separated source prefixes kept whole when --max-pairs subsamples (e.g. sick,rte,e2e)",
+    )
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (smoke runs)")
     ap.add_argument("--dev-scores", default=None, help="also write the dev scores as JSON to this file")
     ap.add_argument("--max-dev", type=int, default=0, help="score at most this many dev pairs (0 = all)")
@@ -134,7 +141,7 @@ def main(argv=None):
 
     import torch
 
-    from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, resolve_base, save_compact
+    from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, read_compact, resolve_base, save_compact
     from d2t_metrics.datasets import shared_dir
 
     torch.set_num_threads(args.threads)
@@ -145,11 +152,12 @@ def main(argv=None):
         raise SystemExit("shared data folder not found: pass --shared or set D2T_SHARED")
 
     t0 = time.time()
-    train, dev = build_pairs(shared, seed=args.seed)
-    train = subsample(train, args.max_pairs, rng)
+    train, dev = build_pairs(shared, seed=args.seed, e2e_texts_per_record=args.e2e_texts, e2e_facts_per_text=args.e2e_facts)
+    train = subsample(train, args.max_pairs, rng, keep_sources=tuple(x for x in args.keep_sources.split(",") if x))
+    by_source = Counter(p.source.split(":")[0] for p in train)
     if args.max_dev and len(dev) > args.max_dev:
         dev = rng.sample(dev, args.max_dev)
-    print(f"pairs: train {len(train)}, dev {len(dev)} ({time.time() - t0:.0f}s)", flush=True)
+    print(f"pairs: train {len(train)} {dict(by_source)}, dev {len(dev)} ({time.time() - t0:.0f}s)", flush=True)
 
     import transformers
 
@@ -167,6 +175,14 @@ def main(argv=None):
     }
     tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_base(args.base))
     model = apply_lora(build_base_model(meta), lora, trainable=("classifier",))
+    if args.init:
+        tensors, init_meta = read_compact(args.init)
+        unknown = set(tensors) - {n for n, _ in model.named_parameters()}
+        if unknown or init_meta.get("lora") != lora:
+            raise SystemExit(f"--init {args.init} does not fit this recipe (LoRA {init_meta.get('lora')}; unknown {sorted(unknown)[:3]})")
+        model.load_state_dict(tensors, strict=False)
+        meta["init"] = {"from": args.init, "steps": init_meta.get("steps"), "train_args": init_meta.get("train_args")}
+        print(f"warm start from {args.init}", flush=True)
     n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
     print(f"trainable parameters: {n_train}", flush=True)
 
