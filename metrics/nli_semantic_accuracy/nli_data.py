@@ -16,10 +16,16 @@ model. It is trained on
     contradiction for the object swapped for another value of the same
     predicate, or for the fact against a text whose mention of it was changed;
   - hallucination direction (premise = all fact sentences, hypothesis = the
-    text): entailment for the entry's own text; neutral when one fact is
+    text): entailment for the entry's own text, also with one more fact of
+    the same subject in the premise (an unmentioned fact is an omission, not
+    a hallucination); neutral when one fact is
     missing from the premise (or the premise is a strict subset entry's);
     contradiction when an object is swapped in the facts or in the text, or
     two entity mentions are swapped inside the text.
+
+E2E: every reference of ``devset.csv`` that passes a lexical filter is used;
+price and rating values count on both of E2E's scales (``cheap`` =
+``less than £20``), and a swapped value is never its own twin.
 
 Fact sentences are verbalized with a mix of the back-off template, the shipped
 template sets (when present) and templates sampled from single-triple WebNLG
