@@ -107,35 +107,42 @@ class NLIScorer:
     def device(self):
         return next(self.model.parameters()).device
 
-    def encode(self, premises: Sequence[str], hypotheses: Sequence[str]):
-        """A padded batch of sentence pairs, the premise truncated to fit ``max_length``."""
+    def tokenize(self, premises: Sequence[str], hypotheses: Sequence[str]) -> List[Dict[str, List[int]]]:
+        """Unpadded features of sentence pairs, the premise truncated to fit ``max_length``."""
         tok = self.tokenizer
         enc = tok(list(premises), list(hypotheses), truncation=False, add_special_tokens=True)
-        too_long = [i for i, ids in enumerate(enc["input_ids"]) if len(ids) > self.max_length]
+        features = [{k: enc[k][i] for k in enc.keys()} for i in range(len(premises))]
+        too_long = [i for i, f in enumerate(features) if len(f["input_ids"]) > self.max_length]
         if too_long:
-            features = [{k: enc[k][i] for k in enc.keys()} for i in range(len(premises))]
-            hyp_lens = [len(ids) for ids in tok(list(hypotheses[i] for i in too_long), add_special_tokens=False)["input_ids"]]
+            hyp_lens = [len(ids) for ids in tok([hypotheses[i] for i in too_long], add_special_tokens=False)["input_ids"]]
             for i, hyp_len in zip(too_long, hyp_lens):
                 # only_first keeps the hypothesis whole; if the hypothesis alone
                 # cannot fit, both sides are cut instead of raising.
                 strategy = "only_first" if hyp_len < self.max_length // 2 else "longest_first"
                 one = tok(premises[i], hypotheses[i], truncation=strategy, max_length=self.max_length)
                 features[i] = {k: one[k] for k in enc.keys()}
-            return tok.pad(features, return_tensors="pt")
-        return tok.pad(enc, return_tensors="pt")
+        return features
 
-    def predict_batch(self, premises: Sequence[str], hypotheses: Sequence[str]) -> List[List[float]]:
-        """Label probabilities (in ``self.labels`` order) for one batch of pairs."""
+    def encode(self, premises: Sequence[str], hypotheses: Sequence[str]):
+        """A padded batch of sentence pairs, the premise truncated to fit ``max_length``."""
+        return self.tokenizer.pad(self.tokenize(premises, hypotheses), return_tensors="pt")
+
+    def predict_features(self, features: Sequence[Dict[str, List[int]]]) -> List[List[float]]:
+        """Label probabilities (in ``self.labels`` order) for one batch of tokenized pairs."""
         import torch
 
-        batch = self.encode(premises, hypotheses).to(self.device)
+        batch = self.tokenizer.pad(list(features), return_tensors="pt").to(self.device)
         with torch.inference_mode():
             logits = self.model(**batch).logits
         return torch.softmax(logits.float(), dim=-1).cpu().tolist()
 
+    def predict_batch(self, premises: Sequence[str], hypotheses: Sequence[str]) -> List[List[float]]:
+        """Label probabilities (in ``self.labels`` order) for one batch of pairs."""
+        return self.predict_features(self.tokenize(premises, hypotheses))
+
     def __call__(self, premises: Sequence[str], hypotheses: Sequence[str], batch_size: int = 32, show_progress: bool = True) -> List[List[float]]:
         """Probabilities for every pair, computed on length-sorted batches, in input order."""
-        from d2t_metrics.models import run_batched, token_lengths
+        from d2t_metrics.models import run_batched
 
         if len(premises) != len(hypotheses):
             raise ValueError(f"got {len(premises)} premises but {len(hypotheses)} hypotheses")
@@ -144,14 +151,10 @@ class NLIScorer:
         index: Dict[Tuple[str, str], int] = {}
         where = [index.setdefault((p, h), len(index)) for p, h in zip(premises, hypotheses)]
         pairs = list(index)
-        # Sorting by exact token length pads least; the extra tokenizer pass costs
-        # far less than the padding it saves (10-25% faster on CPU than sorting by characters).
-        lengths = token_lengths(self.tokenizer, [p for p, _ in pairs], [h for _, h in pairs]) if pairs else []
-
-        def run(batch):
-            return self.predict_batch([p for p, _ in batch], [h for _, h in batch])
-
-        unique = run_batched(pairs, lengths, run, batch_size=batch_size, desc="NLI", show_progress=show_progress)
+        # Tokenized once; sorting by exact token length pads least.
+        features = self.tokenize([p for p, _ in pairs], [h for _, h in pairs]) if pairs else []
+        lengths = [len(f["input_ids"]) for f in features]
+        unique = run_batched(features, lengths, self.predict_features, batch_size=batch_size, desc="NLI", show_progress=show_progress)
         return [unique[i] for i in where]
 
     def as_dict(self, probs: Sequence[float]) -> Dict[str, float]:
