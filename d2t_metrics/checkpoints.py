@@ -114,6 +114,23 @@ def read_compact(path: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     return tensors, meta
 
 
+def warm_start(model, path: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """Load a compact checkpoint's trained tensors into ``model`` (built with the
+    same recipe, e.g. by :func:`apply_lora`) to continue training it.
+
+    Returns ``(extra, meta)``: the checkpoint's ``extra`` tensors (custom heads,
+    names without the ``extra.`` prefix) and its recipe. Raises ``ValueError``
+    when a tensor has no place in ``model`` (another LoRA setup or base).
+    """
+    tensors, meta = read_compact(path)
+    own = {k: v for k, v in tensors.items() if not k.startswith("extra.")}
+    unknown = set(own) - {n for n, _ in model.named_parameters()}
+    if unknown:
+        raise ValueError(f"{path} does not fit this model (LoRA setup or base differ): {sorted(unknown)[:3]}")
+    model.load_state_dict(own, strict=False)
+    return {k[len("extra."):]: v for k, v in tensors.items() if k.startswith("extra.")}, meta
+
+
 def build_base_model(meta: Dict[str, Any]):
     """The untrained base model (with a fresh head for classification tasks) a checkpoint starts from."""
     import transformers

@@ -60,3 +60,27 @@ def test_metadata_is_required(tiny_encoder, tmp_path):
 
 def test_resolve_base_keeps_unknown_names():
     assert checkpoints.resolve_base("roberta-large-mnli") == "roberta-large-mnli"
+
+
+def test_warm_start_continues_from_a_checkpoint(tiny_encoder, tmp_path):
+    meta = _meta(tiny_encoder)
+    model = checkpoints.apply_lora(checkpoints.build_base_model(meta), meta["lora"])
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            if p.requires_grad:
+                p.add_(0.05 * torch.randn_like(p))
+    checkpoints.save_compact(model, str(tmp_path), meta, extra={"head": torch.ones(3)})
+
+    fresh = checkpoints.apply_lora(checkpoints.build_base_model(meta), meta["lora"])
+    extra, meta2 = checkpoints.warm_start(fresh, str(tmp_path))
+    assert meta2["lora"] == meta["lora"]
+    assert torch.equal(extra["head"], torch.ones(3))
+    trained = dict(model.named_parameters())
+    for name, p in fresh.named_parameters():
+        if p.requires_grad:
+            assert torch.equal(p, trained[name]), name
+
+    # Another LoRA setup has no place for the saved adapters.
+    other = checkpoints.apply_lora(checkpoints.build_base_model(meta), dict(meta["lora"], target_modules=["query"]))
+    with pytest.raises(ValueError, match="does not fit"):
+        checkpoints.warm_start(other, str(tmp_path))

@@ -206,19 +206,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     encoder = apply_lora(build_base_model({"base": args.base, "task": CHECKPOINT_TASK}), lora, trainable=())
     head = make_arc_head(encoder.config.hidden_size, num_features=num_features)
     if args.init:
-        from d2t_metrics.checkpoints import read_compact
+        from d2t_metrics.checkpoints import warm_start
 
-        tensors, _ = read_compact(args.init)
-        own = {k: v for k, v in tensors.items() if not k.startswith("extra.")}
-        missing = set(own) - {n for n, _ in encoder.named_parameters()}
-        if missing:
-            raise ValueError(f"--init {args.init} does not fit this LoRA setup: {sorted(missing)[:3]}")
-        encoder.load_state_dict(own, strict=False)
+        extra, _ = warm_start(encoder, args.init)
         with torch.no_grad():
-            head.rel_emb.weight.copy_(tensors["extra.rel_emb.weight"])
-            w = tensors["extra.arc_head.weight"]
+            head.rel_emb.weight.copy_(extra["rel_emb.weight"])
+            w = extra["arc_head.weight"]
             head.arc_head.weight[:, : w.shape[1]].copy_(w)
-            head.arc_head.bias.copy_(tensors["extra.arc_head.bias"])
+            head.arc_head.bias.copy_(extra["arc_head.bias"])
         log(f"warm start from {args.init}")
     encoder.to(device).train()
     head.to(device).train()

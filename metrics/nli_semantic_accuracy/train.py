@@ -141,7 +141,7 @@ def main(argv=None):
 
     import torch
 
-    from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, read_compact, resolve_base, save_compact
+    from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, resolve_base, save_compact, warm_start
     from d2t_metrics.datasets import shared_dir
 
     torch.set_num_threads(args.threads)
@@ -176,11 +176,7 @@ def main(argv=None):
     tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_base(args.base))
     model = apply_lora(build_base_model(meta), lora, trainable=("classifier",))
     if args.init:
-        tensors, init_meta = read_compact(args.init)
-        unknown = set(tensors) - {n for n, _ in model.named_parameters()}
-        if unknown or init_meta.get("lora") != lora:
-            raise SystemExit(f"--init {args.init} does not fit this recipe (LoRA {init_meta.get('lora')}; unknown {sorted(unknown)[:3]})")
-        model.load_state_dict(tensors, strict=False)
+        _, init_meta = warm_start(model, args.init)
         meta["init"] = {"from": args.init, "steps": init_meta.get("steps"), "train_args": init_meta.get("train_args")}
         print(f"warm start from {args.init}", flush=True)
     n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
