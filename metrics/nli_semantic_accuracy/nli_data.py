@@ -176,21 +176,23 @@ class FactVerbalizer:
 # Synthetic data-to-text pairs
 
 
+def _find_mention(text: str, name: str):
+    """The first case-insensitive whole-word mention of ``name`` (2+ characters) in ``text``, or None."""
+    if len(name) < 2:
+        return None
+    return re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", text, flags=re.IGNORECASE)
+
+
 def _replace_mention(text: str, old: str, new: str) -> Optional[str]:
-    """``text`` with the first case-insensitive mention of ``old`` replaced by ``new``; None if absent."""
-    if len(old) < 2:
-        return None
-    m = re.search(r"(?<!\w)" + re.escape(old) + r"(?!\w)", text, flags=re.IGNORECASE)
-    if not m:
-        return None
-    return text[: m.start()] + new + text[m.end():]
+    """``text`` with the first mention of ``old`` replaced by ``new``; None if absent."""
+    m = _find_mention(text, old)
+    return text[: m.start()] + new + text[m.end():] if m else None
 
 
 def _swap_mentions(text: str, a: str, b: str) -> Optional[str]:
     if len(a) < 2 or len(b) < 2 or a.lower() in b.lower() or b.lower() in a.lower():
         return None
-    ma = re.search(r"(?<!\w)" + re.escape(a) + r"(?!\w)", text, flags=re.IGNORECASE)
-    mb = re.search(r"(?<!\w)" + re.escape(b) + r"(?!\w)", text, flags=re.IGNORECASE)
+    ma, mb = _find_mention(text, a), _find_mention(text, b)
     if not ma or not mb:
         return None
     first, second = sorted([(ma, b), (mb, a)], key=lambda x: x[0].start())
@@ -270,6 +272,7 @@ class SyntheticBuilder:
         rng, v, out = self.rng, self.verbalize, []
         facts = tuple(facts)
         fset = set(facts)
+        own_predicates = {x.predicate for x in facts}
 
         def add(p, h, label, kind):
             if p and h:
@@ -287,7 +290,7 @@ class SyntheticBuilder:
             missing = next(iter(frozenset(facts) - sub))
             negatives.append((rng.choice(self.by_set[sub]), v(missing), NEUTRAL, "fact_missing_subset"))
         t = rng.choice(facts)
-        same_subject = [f for f in self.facts_by_subject.get(t.subject, ()) if f not in fset and f.predicate not in {x.predicate for x in facts}]
+        same_subject = [f for f in self.facts_by_subject.get(t.subject, ()) if f not in fset and f.predicate not in own_predicates]
         if same_subject:
             negatives.append((text, v(rng.choice(sorted(same_subject))), NEUTRAL, "fact_other_same_subject"))
         swapped = self.swap_object(t)
@@ -315,8 +318,8 @@ class SyntheticBuilder:
         # (E2E texts call any venue without an eatType "a restaurant", so an added eatType could contradict.)
         absent = sorted(
             f for f in self.facts_by_subject.get(facts[0].subject, ())
-            if f.predicate not in {x.predicate for x in facts} and f.predicate != "eatType"
-            and _replace_mention(text, normalize_entity(f.object), "") is None
+            if f.predicate not in own_predicates and f.predicate != "eatType"
+            and _find_mention(text, normalize_entity(f.object)) is None
         )
         if absent:
             padded = list(order)
