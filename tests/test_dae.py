@@ -30,7 +30,8 @@ def tiny_dae(tiny_encoder, tmp_path_factory):
 
     torch.manual_seed(0)
     lora = {"r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "target_modules": ["query", "value"]}
-    meta = {"base": tiny_encoder, "task": "encoder", "kind": ARC_MODEL_KIND, "lora": lora, "max_length": 64}
+    meta = {"base": tiny_encoder, "task": "encoder", "kind": ARC_MODEL_KIND, "lora": lora, "max_length": 64,
+            "arc_features": list(ARC_FEATURES)}
     model = apply_lora(build_base_model(meta), lora, trainable=())
     head = make_arc_head(model.config.hidden_size, num_features=len(ARC_FEATURES))
     with torch.no_grad():
@@ -98,13 +99,31 @@ def test_rule_score_lemma_level(nlp):
 
 def test_arc_alignment_features(nlp):
     index = SourceIndex(nlp("Conrad was arrested after seven games were investigated in Paris."))
-    feats = {(a.head, a.relation, a.child): index.features(a) for a in doc_arcs(nlp("Seven games were arrested in Paris."))}
+    lexical = ARC_FEATURES[:5]
+    feats = {(a.head, a.relation, a.child): index.features(a, names=lexical) for a in doc_arcs(nlp("Seven games were arrested in Paris."))}
     assert feats[("arrested", "nsubjpass", "games")] == [0.0, 0.0, 0.0, 1.0, 1.0]  # both words known, never linked
     assert feats[("games", "nummod", "Seven")] == [1.0, 1.0, 1.0, 1.0, 1.0]
     assert feats[("arrested", "prep:in", "Paris")][3:] == [1.0, 1.0]
-    new = {(a.head, a.relation, a.child): index.features(a) for a in doc_arcs(nlp("Nine games were investigated in Paris."))}
+    new = {(a.head, a.relation, a.child): index.features(a, names=lexical) for a in doc_arcs(nlp("Nine games were investigated in Paris."))}
     assert new[("games", "nummod", "Nine")] == [0.0, 0.0, 0.0, 1.0, 0.0]
-    assert len(ARC_FEATURES) == 5
+    with pytest.raises(ValueError, match="unknown arc feature"):
+        index.features(doc_arcs(nlp("Conrad was arrested."))[0], names=["no_such_feature"])
+
+
+def test_path_closeness_and_negation_features(nlp):
+    source = nlp("Migrants must prove they have not committed a crime in the previous ten years.")
+    index = SourceIndex(source)
+    hyp = nlp("Migrants must prove they have committed a crime.")
+    feats = {(a.head, a.relation, a.child): dict(zip(ARC_FEATURES, index.features(a, hyp))) for a in doc_arcs(hyp)}
+    assert feats[("committed", "nsubj", "they")]["source_path_closeness"] == 1.0  # a direct source link
+    assert feats[("committed", "nsubj", "they")]["negation_mismatch"] == 1.0  # "committed" lost its "not"
+    assert feats[("prove", "nsubj", "Migrants")]["negation_mismatch"] == 0.0
+    same = nlp("They have not committed a crime.")
+    assert all(index.features(a, same)[ARC_FEATURES.index("negation_mismatch")] == 0.0 for a in doc_arcs(same))
+    far = nlp("Migrants committed the previous years.")
+    closeness = {(a.head, a.relation, a.child): index.features(a, far)[ARC_FEATURES.index("source_path_closeness")] for a in doc_arcs(far)}
+    assert closeness[("committed", "nsubj", "Migrants")] == 0.5  # linked only through "prove": two edges
+    assert closeness[("committed", "dobj", "years")] < 1.0
 
 
 def test_select_window_keeps_order_and_overlap():
@@ -306,6 +325,58 @@ def test_augmentations_label_changed_arcs(nlp):
             assert e["hypothesis"] == e["source"] and all(a[3] == 1 for a in e["arcs"])
         if e["kind"] in ("swap-within", "swap-corpus", "negation", "hallucination"):
             assert any(a[3] == 0 for a in e["arcs"]), e
+        if e["kind"] == "compress":  # a faithful rewrite: every arc labelled, and entailed
+            assert all(a[3] == 1 for a in e["arcs"]) and len(e["arcs"]) == len(doc_arcs(nlp(e["hypothesis"]))), e
+
+
+def test_checkpoint_feature_names(tiny_encoder, tmp_path, nlp):
+    """Features are computed by the names in a checkpoint's metadata; an unnamed
+    five-feature head gets the lexical ones; a head that disagrees with its names fails."""
+    import torch
+
+    from d2t_metrics.checkpoints import apply_lora, build_base_model, save_compact
+    from metrics.dae.arcs import LEXICAL_FEATURES
+    from metrics.dae.model import head_tensors
+    from metrics.dae.scorer import DAEScorer
+
+    lora = {"r": 2, "lora_alpha": 4, "lora_dropout": 0.0, "target_modules": ["query"]}
+    meta = {"base": tiny_encoder, "task": "encoder", "kind": ARC_MODEL_KIND, "lora": lora, "max_length": 64}
+    model = apply_lora(build_base_model(meta), lora, trainable=())
+    head = make_arc_head(model.config.hidden_size, num_features=5)
+    save_compact(model, str(tmp_path / "legacy"), meta, extra=head_tensors(head))
+    assert DAEScorer(str(tmp_path / "legacy"), spacy_model=nlp, device="cpu").feature_names == list(LEXICAL_FEATURES)
+    save_compact(model, str(tmp_path / "bad"), dict(meta, arc_features=["arc_in_source"]), extra=head_tensors(head))
+    with pytest.raises(ValueError, match="takes 5 features but the metadata names 1"):
+        DAEScorer(str(tmp_path / "bad"), spacy_model=nlp, device="cpu")
+
+
+def test_negation_deletion_and_pronoun_swap(nlp):
+    import random
+
+    from metrics.dae.make_data import delete_negation, sentence_examples, swap_pronoun
+
+    text, word = delete_negation(nlp("He can't prove that she did not steal it."), random.Random(0))
+    assert word in ("prove", "steal") and ("He can prove" in text or "she did steal" in text)
+    assert delete_negation(nlp("She stole it."), random.Random(0)) is None
+    assert swap_pronoun(nlp("She gave him her book."), random.Random(1)) in ("He gave him her book.", "She gave her her book.", "She gave him his book.")
+    exs = sentence_examples(nlp, ["Migrants must prove they have not committed a crime in ten years."] * 4, "test", random.Random(0), {},
+                            ops_per_sentence=20, lowercase_rate=0.0)
+    deleted = [e for e in exs if e["kind"] == "negation-delete"]
+    assert deleted
+    for e in deleted:
+        labels = {(e["words"][a[0]], a[2], e["words"][a[1]]): a[3] for a in e["arcs"]}
+        assert labels[("committed", "nsubj", "they")] == 0 and labels[("prove", "nsubj", "Migrants")] == 1
+
+
+def test_rerank_triples_pair_faithful_with_unfaithful():
+    from metrics.dae.train import rerank_triples
+
+    def ex(kind, hyp, labels, group="g1"):
+        return {"group": group, "source": "S " + group, "hypothesis": hyp, "kind": kind, "arcs": [[0, 1, "nsubj", y] for y in labels]}
+
+    rows = [ex("compress", "good", [1, 1]), ex("swap-within", "bad", [1, 0]), ex("compress", "odd", [1, 0]),
+            ex("identity", "same", [1]), ex("span-delete", "bad2", [0], group="g2")]
+    assert rerank_triples(rows) == [("S g1", "good", "bad", "swap-within")]  # g2 has no faithful rewrite
 
 
 def test_train_smoke(tiny_encoder, tmp_path, nlp):
@@ -326,6 +397,7 @@ def test_train_smoke(tiny_encoder, tmp_path, nlp):
     assert train.main(["--data", str(data), "--out", str(out), "--base", tiny_encoder, "--batch-size", "4", "--lora-r", "2"]) == 0
     scorer = DAEScorer(str(out), spacy_model=nlp, device="cpu")
     assert scorer.meta["kind"] == ARC_MODEL_KIND and "accuracy" in scorer.meta["dev"]
+    assert scorer.meta["arc_features"] == list(ARC_FEATURES) and 0.0 <= scorer.meta["rerank_dev"]["mean"] <= 1.0
     assert len(scorer.score(["The cat sat on the mat."], ["The dog sat."])[0]["arcs"]) == 1
 
 

@@ -171,13 +171,52 @@ def arc_keys(arcs: Iterable[Arc]) -> Set[Tuple[str, str, str]]:
 # sees them beside the encoder's vectors: a small encoder (MiniLM-L6) trained
 # for an hour does not learn on its own whether two source words are linked
 # in the source (it learns new-word errors only), and these features carry
-# exactly that signal. They are the rule-based baseline's evidence, made soft.
+# exactly that signal. They are the rule-based baseline's evidence, made soft,
+# plus two structural cues an arc cannot show by itself: how far apart the two
+# words sit in the source tree, and a negation the hypothesis dropped or added.
 
-ARC_FEATURES = ("arc_in_source", "arc_in_source_base_relation", "words_linked_in_source", "head_in_source", "child_in_source")
+ARC_FEATURES = (
+    "arc_in_source", "arc_in_source_base_relation", "words_linked_in_source", "head_in_source", "child_in_source",
+    "source_path_closeness", "negation_mismatch",
+)
+# The first checkpoint used only the first five; a checkpoint's metadata names its own list.
+LEXICAL_FEATURES = ARC_FEATURES[:5]
+
+NEGATION_WORDS = frozenset({"not", "n't", "never", "no", "nor"})
+
+
+def is_negated(token) -> bool:
+    """The word has a negation dependent (*not*, *n't*, *never*, *no*)."""
+    return any(c.dep_ == "neg" or c.lower_ in NEGATION_WORDS for c in token.children)
+
+
+def _tree_distance(a, b) -> Optional[int]:
+    """Edges between two tokens of one sentence's dependency tree (``None`` across sentences)."""
+    up_a = [a] + list(a.ancestors)
+    depth_a = {t.i: d for d, t in enumerate(up_a)}
+    for d_b, t in enumerate([b] + list(b.ancestors)):
+        if t.i in depth_a:
+            return depth_a[t.i] + d_b
+    return None
 
 
 class SourceIndex:
-    """Lemma-level arcs, linked word pairs and words of a parsed source."""
+    """Lemma-level arcs, linked word pairs and words of a parsed source, and
+    the features of a hypothesis arc against them (``ARC_FEATURES``):
+
+    - ``arc_in_source``: the lemma-level arc is an arc of the source (the
+      rule-based baseline's evidence); ``..._base_relation``: the same with
+      the preposition of a collapsed ``prep:x`` ignored;
+    - ``words_linked_in_source``: head and child are joined by any source
+      dependency link, ignored relations included;
+    - ``head_in_source`` / ``child_in_source``: the word occurs in the source;
+    - ``source_path_closeness``: 1 / (edges between the two words in the
+      source tree), the best over their occurrences; 0 when they never share
+      a sentence. A summariser that splices two clauses links words that sit
+      far apart in the source;
+    - ``negation_mismatch``: head or child is negated in the hypothesis and
+      not in the source, or the reverse (needs the hypothesis ``Doc``).
+    """
 
     def __init__(self, doc):
         arcs = doc_arcs(doc)
@@ -189,15 +228,53 @@ class SourceIndex:
             if tok.head is not tok:
                 self.pairs.add(frozenset((_lemma(tok), _lemma(tok.head))))
         self.lemmas = {_lemma(t) for t in doc} | {t.text.lower() for t in doc}
+        self.occurrences: Dict[str, List[Any]] = {}
+        for tok in doc:
+            for key in {_lemma(tok), tok.text.lower()}:
+                self.occurrences.setdefault(key, []).append(tok)
+        self._closeness: Dict[Tuple[str, ...], float] = {}
 
-    def features(self, arc: Arc) -> List[float]:
-        return [
-            float(arc.key() in self.keys),
-            float((arc.head_lemma, arc.base_relation, arc.child_lemma) in self.base_keys),
-            float(frozenset((arc.head_lemma, arc.child_lemma)) in self.pairs),
-            float(arc.head_lemma in self.lemmas or arc.head.lower() in self.lemmas),
-            float(arc.child_lemma in self.lemmas or arc.child.lower() in self.lemmas),
-        ]
+    def _tokens(self, lemma: str, text: str) -> List[Any]:
+        return self.occurrences.get(lemma) or self.occurrences.get(text.lower()) or []
+
+    def path_closeness(self, arc: Arc) -> float:
+        key = (arc.head_lemma, arc.head.lower(), arc.child_lemma, arc.child.lower())
+        if key not in self._closeness:
+            best = None
+            for h in self._tokens(arc.head_lemma, arc.head):
+                for c in self._tokens(arc.child_lemma, arc.child):
+                    if h.i != c.i:
+                        d = _tree_distance(h, c)
+                        if d is not None and (best is None or d < best):
+                            best = d
+            self._closeness[key] = 1.0 / best if best else 0.0
+        return self._closeness[key]
+
+    def negation_mismatch(self, arc: Arc, hyp_doc) -> float:
+        if hyp_doc is None:
+            return 0.0
+        for i, lemma, text in ((arc.head_i, arc.head_lemma, arc.head), (arc.child_i, arc.child_lemma, arc.child)):
+            occ = self._tokens(lemma, text)
+            if occ and 0 <= i < len(hyp_doc) and is_negated(hyp_doc[i]) not in {is_negated(t) for t in occ}:
+                return 1.0
+        return 0.0
+
+    def features(self, arc: Arc, hyp_doc=None, names: Sequence[str] = ARC_FEATURES) -> List[float]:
+        """The named features of ``arc`` (``hyp_doc``: the parsed hypothesis
+        the arc's word indices point into)."""
+        values = {
+            "arc_in_source": lambda: float(arc.key() in self.keys),
+            "arc_in_source_base_relation": lambda: float((arc.head_lemma, arc.base_relation, arc.child_lemma) in self.base_keys),
+            "words_linked_in_source": lambda: float(frozenset((arc.head_lemma, arc.child_lemma)) in self.pairs),
+            "head_in_source": lambda: float(arc.head_lemma in self.lemmas or arc.head.lower() in self.lemmas),
+            "child_in_source": lambda: float(arc.child_lemma in self.lemmas or arc.child.lower() in self.lemmas),
+            "source_path_closeness": lambda: self.path_closeness(arc),
+            "negation_mismatch": lambda: self.negation_mismatch(arc, hyp_doc),
+        }
+        try:
+            return [values[n]() for n in names]
+        except KeyError as e:
+            raise ValueError(f"unknown arc feature {e.args[0]!r}; known: {', '.join(ARC_FEATURES)}") from None
 
 
 def rule_score(hyp_arcs: Sequence[Arc], source_keys: Set[Tuple[str, str, str]]) -> Tuple[float, List[float]]:

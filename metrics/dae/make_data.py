@@ -20,10 +20,16 @@ Two routes, both from the paper (Goyal & Durrett, 2020, §4 and §5.3):
    (delete a span from the premise; hypothesis arcs that depend on the
    deleted words are not entailed), the nearest-overlap sentence (its arcs
    absent from the source are not entailed) and identity positives.
+   Two of FactCC's transformations (Kryściński et al., 2020) are added:
+   pronoun swaps, and negation *deletion*, whose hypothesis keeps every
+   arc of the source, so the arcs of the word that lost its negation are
+   labelled not entailed by hand.
    Summarisation-like compressions are added: deleting a whole modifier
    subtree keeps every remaining arc (entailed), deleting a random span of
    words creates new arcs (not entailed) — the errors extractive-abstractive
-   summarisers make.
+   summarisers make. Every arc of a compression is entailed, re-attached
+   ones included: with only the span deletions' re-attachments labelled, a
+   model learns that any new link between source words is an error.
 
 Lemma-level arc identity (head lemma, relation, child lemma) decides which
 arcs are "in" a sentence. Text sources (``/work/shared/data``): SQuAD
@@ -204,6 +210,46 @@ def insert_negation(doc, rng: random.Random) -> Optional[str]:
     return "".join(toks).strip()
 
 
+def delete_negation(doc, rng: random.Random) -> Optional[Tuple[str, str]]:
+    """Drop a negation (FactCC's sentence negation, the other way round).
+    Returns the text and the word that was negated: its arcs are no longer
+    entailed although every one of them is still an arc of the source."""
+    negs = [t for t in doc if t.dep_ == "neg" and t.head is not t]
+    if not negs:
+        return None
+    tok = rng.choice(negs)
+    toks = [t.text_with_ws for t in doc]
+    toks[tok.i] = ""
+    if tok.lower_ == "n't" and tok.i > 0:  # can't -> can, won't -> will
+        prev = doc[tok.i - 1]
+        word = {"ca": "can", "wo": "will", "sha": "shall"}.get(prev.lower_, prev.text)
+        toks[tok.i - 1] = (word[:1].upper() + word[1:] if prev.text[:1].isupper() else word) + tok.whitespace_
+    text = re.sub(r"\s+", " ", "".join(toks)).strip()
+    return (text, tok.head.text) if text != doc.text else None
+
+
+_PRONOUN_SWAPS = {
+    "he": "she", "she": "he", "him": "her", "his": "her", "hers": "his", "himself": "herself", "herself": "himself",
+    "they": "we", "we": "they", "them": "us", "us": "them", "their": "our", "our": "their",
+}
+
+
+def swap_pronoun(doc, rng: random.Random) -> Optional[str]:
+    """FactCC's pronoun swap: one personal pronoun changes gender or person."""
+    cands = [t for t in doc if t.lower_ in _PRONOUN_SWAPS]
+    if not cands:
+        return None
+    tok = rng.choice(cands)
+    new = _PRONOUN_SWAPS[tok.lower_]
+    if tok.lower_ == "her":
+        new = "his" if tok.tag_ == "PRP$" else "him"
+    if tok.text[:1].isupper():
+        new = new[:1].upper() + new[1:]
+    toks = [t.text_with_ws for t in doc]
+    toks[tok.i] = new + tok.whitespace_
+    return "".join(toks).strip()
+
+
 def clause_extraction(doc) -> Optional[str]:
     """A summariser-style compression: a reported clause on its own."""
     for tok in doc:
@@ -381,7 +427,7 @@ def nearest_overlap(docs, min_overlap: int = 3) -> List[Optional[int]]:
 # --------------------------------------------------------------------------
 
 def sentence_examples(nlp, sentences: Sequence[str], domain: str, rng: random.Random, vocab, ops_per_sentence: int, lowercase_rate: float) -> List[dict]:
-    """Augmentation examples (identity, compressions, swaps, hallucination, nearest overlap) from single sentences."""
+    """Augmentation examples (identity, compressions, swaps, negation, pronouns, hallucination, nearest overlap) from single sentences."""
     texts = [s.lower() if rng.random() < lowercase_rate else s for s in sentences]
     docs = list(nlp.pipe(texts, batch_size=128))
     near = nearest_overlap(docs)
@@ -403,6 +449,8 @@ def sentence_examples(nlp, sentences: Sequence[str], domain: str, rng: random.Ra
         menu.append(("subject", lambda d=doc: replace_subject(d, rng)))
         menu.append(("duplicate", lambda d=doc: duplicate_word(d, rng)))
         menu.append(("negation", lambda d=doc: insert_negation(d, rng)))
+        menu.append(("negation-delete", lambda d=doc: delete_negation(d, rng)))
+        menu.append(("pronoun", lambda d=doc: swap_pronoun(d, rng)))
         menu.append(("hallucination", lambda d=doc: (subtree_deletions(d, rng, 1) or [None])[0]))
         menu.append(("hallucination", lambda d=doc: random_span_deletion(d, rng)))
         if near[i] is not None:
@@ -412,23 +460,28 @@ def sentence_examples(nlp, sentences: Sequence[str], domain: str, rng: random.Ra
             picked.append(menu[0])
         for kind, fn in picked:
             out = fn()
+            changed_word = None
+            if isinstance(out, tuple):
+                out, changed_word = out
             if not out or len(out.split()) < 3:
                 continue
             if kind != "identity" and out == x:
                 continue
             if kind == "hallucination":
-                jobs.append((out, x, kind, i))  # premise lost a span; the full sentence is the hypothesis
+                jobs.append((out, x, kind, i, None))  # premise lost a span; the full sentence is the hypothesis
             else:
-                jobs.append((x, out, kind, i))
-    hyp_docs = list(nlp.pipe([h for _, h, _, _ in jobs], batch_size=128))
-    prem_docs = list(nlp.pipe([s for s, _, k, _ in jobs if k == "hallucination"], batch_size=128))
+                jobs.append((x, out, kind, i, changed_word))
+    hyp_docs = list(nlp.pipe([j[1] for j in jobs], batch_size=128))
+    prem_docs = list(nlp.pipe([j[0] for j in jobs if j[2] == "hallucination"], batch_size=128))
     prem_iter = iter(prem_docs)
     src_keys = [arc_keys(doc_arcs(d)) for d in docs]
     examples = []
-    for (src, hyp, kind, i), hdoc in zip(jobs, hyp_docs):
+    for (src, hyp, kind, i, changed_word), hdoc in zip(jobs, hyp_docs):
         if kind == "identity" or kind == "compress" or kind == "clause":
-            # every kept arc is an arc of the source; arcs the parser re-attaches stay unlabelled
-            arcs, labels = label_against(hdoc, src_keys[i], None if kind != "identity" else 1)
+            # A whole modifier subtree (or the frame of a reported clause) is gone: the rewrite is
+            # faithful, so all its arcs are entailed, the re-attached ones too (the paper's rule for
+            # the gold paraphrase). Random span deletion re-attaches words wrongly: those are negatives.
+            arcs, labels = label_against(hdoc, src_keys[i], 1)
         elif kind == "hallucination":
             pkeys = arc_keys(doc_arcs(next(prem_iter)))
             arcs, labels = label_against(hdoc, pkeys, 0)
@@ -436,6 +489,9 @@ def sentence_examples(nlp, sentences: Sequence[str], domain: str, rng: random.Ra
             arcs, labels = label_against(hdoc, src_keys[i], 0, old_label=None)
         else:
             arcs, labels = label_against(hdoc, src_keys[i], 0)
+        if changed_word is not None:  # the word lost its negation: none of its arcs holds any more
+            w = changed_word.lower()
+            labels = [0 if w in (a.head.lower(), a.child.lower()) else y for a, y in zip(arcs, labels)]
         ex = _example(src, hdoc, arcs, labels, kind, domain)
         if ex:
             ex["group"] = f"{domain}:{i}"

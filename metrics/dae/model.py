@@ -7,9 +7,10 @@ child word (each word is represented by its **first sub-token**), and a
 learned embedding of the relation label (``RELATIONS``; the paper embeds the
 label's word pieces with the encoder's own embeddings, a fixed table is
 simpler and as expressive for a closed label set). The shipped model adds
-five lexical alignment features of the arc against the source
-(``arcs.ARC_FEATURES``: arc found in the source, with the same base relation,
-head and child linked in the source, head / child word in the source). A
+alignment features of the arc against the source (``arcs.ARC_FEATURES``,
+named in the checkpoint's metadata: arc found in the source, with the same
+base relation, head and child linked in the source, head / child word in the
+source, their closeness in the source tree, a dropped or added negation). A
 linear layer maps it all to one logit; ``sigmoid(logit)`` is P(entailed). One encoder pass serves all
 the arcs of a (source, hypothesis) pair.
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .arcs import Arc, SourceIndex, arc_keys, doc_arcs, load_spacy, rule_score, select_window
+from .arcs import LEXICAL_FEATURES, Arc, SourceIndex, arc_keys, doc_arcs, load_spacy, rule_score, select_window
 from .model import DEFAULT_MAX_LENGTH, encode_pairs, load_dae_checkpoint
 
 THRESHOLD = 0.5
@@ -91,6 +91,11 @@ class DAEScorer:
         self.max_length = min(int(max_length or self.meta.get("max_length") or DEFAULT_MAX_LENGTH), limit)
         self.nlp = load_spacy(spacy_model)
         self._piece_counts: Dict[str, int] = {}
+        num_features = int(getattr(self.head, "num_features", 0))
+        # a checkpoint names its features in its metadata; one that does not has the five lexical ones
+        self.feature_names = list(self.meta.get("arc_features") or LEXICAL_FEATURES)[:num_features] if num_features else []
+        if len(self.feature_names) != num_features:
+            raise ValueError(f"{model_path}: the arc head takes {num_features} features but the metadata names {len(self.feature_names)}")
 
     # ---- segmentation -------------------------------------------------
     def _pieces(self, word: str) -> int:
@@ -146,7 +151,7 @@ class DAEScorer:
 
         docs = parse_unique(self.nlp, list(sources) + list(hypotheses))
         src_cache = {s: self._source_sentences(docs[s]) for s in set(sources)}
-        use_features = bool(getattr(self.head, "num_features", 0))
+        use_features = bool(self.feature_names)
         src_index = {s: SourceIndex(docs[s]) for s in set(sources)} if use_features else {}
         all_arcs: List[List[Arc]] = []
         segs = []  # (example, offset, hyp words, src words)
@@ -190,7 +195,9 @@ class DAEScorer:
                 r = torch.tensor([a.relation_id() for _, a in part], device=self.device)
                 f = None
                 if use_features:
-                    f = torch.tensor([src_index[sources[i]].features(a) for i, a in part], device=self.device)
+                    f = torch.tensor(
+                        [src_index[sources[i]].features(a, docs[hypotheses[i]], self.feature_names) for i, a in part], device=self.device
+                    )
                 probs_flat += torch.sigmoid(self.head(h, c, r, f).float()).tolist()
         out, pos = [], 0
         for i, arcs in enumerate(all_arcs):

@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
-from .arcs import ARC_FEATURES, RELATION_IDS, RELATIONS, Arc, SourceIndex, load_spacy
+from .arcs import ARC_FEATURES, LEXICAL_FEATURES, RELATION_IDS, RELATIONS, Arc, SourceIndex, load_spacy
 from .model import ARC_MODEL_KIND, CHECKPOINT_TASK, DEFAULT_MAX_LENGTH, encode_pairs, head_tensors, make_arc_head
 
 
@@ -40,7 +40,7 @@ def relation_id(rel: str) -> int:
     return RELATION_IDS.get(rel.split(":", 1)[0], 0)
 
 
-def add_features(examples: Sequence[dict], nlp, batch_size: int = 256) -> None:
+def add_features(examples: Sequence[dict], nlp, names: Sequence[str] = ARC_FEATURES, batch_size: int = 256) -> None:
     """Attach the lexical alignment features (``arcs.ARC_FEATURES``) of every
     labelled arc against its source, as ``example["feats"]``. Sources and
     hypotheses are parsed again (the data keeps words, not lemmas)."""
@@ -56,7 +56,8 @@ def add_features(examples: Sequence[dict], nlp, batch_size: int = 256) -> None:
         same = len(hdoc) == len(e["words"])
         lemma = (lambda i: (hdoc[i].lemma_ or hdoc[i].text).lower()) if same else (lambda i: e["words"][i].lower())
         e["feats"] = [
-            src.features(Arc(e["words"][h], rel, e["words"][c], h, c, lemma(h), lemma(c))) for h, c, rel, _ in e["arcs"]
+            src.features(Arc(e["words"][h], rel, e["words"][c], h, c, lemma(h), lemma(c)), hdoc if same else None, names)
+            for h, c, rel, _ in e["arcs"]
         ]
 
 
@@ -132,6 +133,53 @@ def evaluate_arcs(encoder, head, tokenizer, examples: Sequence[dict], max_length
     }
 
 
+# Kinds whose hypotheses are wholly entailed / contain a not-entailed arc, for the reranking dev set.
+RERANK_POSITIVE_KINDS = ("compress", "clause", "ad-gold", "sick-entails", "rte-yes")
+RERANK_NEGATIVE_KINDS = (
+    "span-delete", "swap-within", "swap-corpus", "subject", "duplicate", "negation", "negation-delete", "pronoun",
+    "ad-bottom", "sick-contradicts", "sick-neutral", "rte-no",
+)
+
+
+def rerank_triples(examples: Sequence[dict], seed: int = 0) -> List[tuple]:
+    """A synthetic version of the summary reranking task from held-out data:
+    per source, one faithful rewrite (a compression, a gold paraphrase, an
+    entailed hypothesis; every labelled arc entailed) against one unfaithful
+    one (an edit with a not-entailed arc). ``(source, faithful, unfaithful, kind of the unfaithful)``."""
+    groups: Dict[tuple, tuple] = {}
+    for e in examples:
+        pos, neg = groups.setdefault((e.get("group"), e["source"]), ([], []))
+        if e["kind"] in RERANK_POSITIVE_KINDS and all(a[3] == 1 for a in e["arcs"]):
+            pos.append(e)
+        elif e["kind"] in RERANK_NEGATIVE_KINDS and any(a[3] == 0 for a in e["arcs"]):
+            neg.append(e)
+    rng = random.Random(seed)
+    out = []
+    for key in sorted(groups, key=lambda k: (str(k[0]), k[1])):
+        pos, neg = groups[key]
+        if pos and neg:
+            n = rng.choice(neg)
+            out.append((key[1], rng.choice(pos)["hypothesis"], n["hypothesis"], n["kind"]))
+    return out
+
+
+def rerank_accuracy(model_path: str, triples: Sequence[tuple], nlp=None, device: Optional[str] = None) -> Dict[str, float]:
+    """Share of ``rerank_triples`` where the faithful text scores higher
+    (ties count half), by the mean (the paper's sentence score) and by the
+    minimum arc probability. The checkpoint selection criterion."""
+    from .scorer import DAEScorer
+
+    scorer = DAEScorer(model_path, spacy_model=nlp, device=device)
+    n = len(triples)
+    res = scorer.score([t[0] for t in triples] * 2, [t[1] for t in triples] + [t[2] for t in triples])
+    out = {}
+    for agg in ("score", "min"):
+        won = sum((res[i][agg] > res[n + i][agg]) + 0.5 * (res[i][agg] == res[n + i][agg]) for i in range(n))
+        out["mean" if agg == "score" else "min"] = round(won / max(n, 1), 4)
+    out["pairs"] = n
+    return out
+
+
 def save(peft_encoder, head, out: str, meta: dict) -> str:
     from d2t_metrics.checkpoints import save_compact
 
@@ -155,10 +203,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--max-length", type=int, default=DEFAULT_MAX_LENGTH)
     ap.add_argument("--neg-weight", type=float, default=None, help="loss weight of not-entailed arcs (default: balance to 70/30)")
     ap.add_argument("--save-every", type=int, default=300)
+    ap.add_argument("--keep-steps", action="store_true", help="also keep each intermediate checkpoint as OUT-stepN, with its reranking-dev score")
     ap.add_argument("--eval-every", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default=None)
     ap.add_argument("--no-features", action="store_true", help="the paper's head only: no lexical alignment features")
+    ap.add_argument("--lexical-features-only", action="store_true", help="the first checkpoint's five lexical features only")
     ap.add_argument("--init", default=None, help="warm start from a DAE checkpoint directory (LoRA and head)")
     ap.add_argument("--oversample", default="", help="kind weights for sampling --max-examples, e.g. span-delete=2,subject=2")
     ap.add_argument("--spacy-model", default=None)
@@ -182,14 +232,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         train = weighted_sample(train, args.max_examples, weights, rng) if weights else train[: args.max_examples]
         rng.shuffle(train)
     dev = read_jsonl(os.path.join(args.data, "dev.jsonl"))
+    triples = rerank_triples(dev)  # from the whole dev split, before it is cut to --max-dev
     random.Random(1).shuffle(dev)
     dev = dev[: args.max_dev]
-    num_features = 0 if args.no_features else len(ARC_FEATURES)
+    feature_names = [] if args.no_features else list(LEXICAL_FEATURES if args.lexical_features_only else ARC_FEATURES)
+    num_features = len(feature_names)
+    nlp = load_spacy(args.spacy_model)
     if num_features:
         t_parse = time.time()
-        nlp = load_spacy(args.spacy_model)
-        add_features(train, nlp)
-        add_features(dev, nlp)
+        add_features(train, nlp, feature_names)
+        add_features(dev, nlp, feature_names)
         log(f"features computed in {time.time() - t_parse:.0f}s")
     n_pos = sum(a[3] for e in train for a in e["arcs"])
     n_arcs = sum(len(e["arcs"]) for e in train)
@@ -212,7 +264,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         with torch.no_grad():
             head.rel_emb.weight.copy_(extra["rel_emb.weight"])
             w = extra["arc_head.weight"]
-            head.arc_head.weight[:, : w.shape[1]].copy_(w)
+            if w.shape[1] > head.arc_head.weight.shape[1]:
+                raise SystemExit(f"--init {args.init} has an arc head over more features than this run uses ({feature_names})")
+            head.arc_head.weight[:, : w.shape[1]].copy_(w)  # features added since start at their fresh initialisation
             head.arc_head.bias.copy_(extra["arc_head.bias"])
         log(f"warm start from {args.init}")
     encoder.to(device).train()
@@ -230,7 +284,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     meta = {
         "base": args.base, "task": CHECKPOINT_TASK, "kind": ARC_MODEL_KIND, "lora": lora, "max_length": args.max_length,
         "relations": list(RELATIONS), "word_vector": "first sub-token",
-        "arc_features": list(ARC_FEATURES) if num_features else [],
+        "arc_features": feature_names,
         "training": {"data": os.path.abspath(args.data), "examples": len(train), "arcs": n_arcs, "epochs": args.epochs,
                      "batch_size": args.batch_size, "lr": args.lr, "head_lr": args.head_lr, "neg_weight": round(neg_weight, 3),
                      "init": args.init, "oversample": weights},
@@ -259,6 +313,12 @@ def main(argv: Optional[List[str]] = None) -> int:
                 meta["training"]["steps"] = step
                 save(encoder, head, args.out, meta)
                 log(f"saved {args.out} at step {step}")
+                if args.keep_steps:
+                    kept = f"{args.out}-step{step}"
+                    save(encoder, head, kept, meta)
+                    rerank = rerank_accuracy(kept, triples, nlp, device)
+                    save(encoder, head, kept, dict(meta, rerank_dev=rerank))
+                    log(f"reranking dev at step {step}: {rerank}")
             if step >= total:
                 done = True
                 break
@@ -268,7 +328,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     meta["training"]["seconds"] = round(time.time() - t0)
     meta["dev"] = scores
     path = save(encoder, head, args.out, meta)
-    log(f"final dev: {scores}")
+    meta["rerank_dev"] = rerank_accuracy(args.out, triples, nlp, device)
+    path = save(encoder, head, args.out, meta)
+    log(f"final dev: {scores}; reranking dev: {meta['rerank_dev']}")
     print(json.dumps({"checkpoint": path, "dev": scores, "steps": step, "bytes": os.path.getsize(path)}))
     return 0
 
