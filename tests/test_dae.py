@@ -272,9 +272,14 @@ def test_long_hypothesis_keeps_every_arc(tiny_metric, nlp):
     assert len(segs) > 1
 
 
-def test_signature():
+def test_signature(tiny_metric, tiny_dae):
+    import hashlib
+
     m = evaluate.load(metric_path("dae"), "rule")
-    assert m.signature().startswith("dae|config:rule|")
+    assert m.signature().startswith("dae|config:rule|model:rule|")
+    with open(os.path.join(tiny_dae, "model.safetensors"), "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:8]
+    assert f"|model:{os.path.basename(tiny_dae)}@{digest}|" in tiny_metric.signature()  # another checkpoint, another signature
 
 
 # ---------------------------------------------------------------- data creation and training

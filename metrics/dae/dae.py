@@ -84,6 +84,22 @@ CONFIGS = ("default", "rule")
 CHECKPOINT_SUBDIR = os.path.join("checkpoints", "dae")
 
 
+def checkpoint_fingerprint(path):
+    """The first 8 hex digits of the checkpoint file's SHA-256, so that scores from
+    different checkpoints under one name have different signatures (``None``
+    for a hub id or a missing file)."""
+    import hashlib
+
+    f = os.path.join(path, "model.safetensors") if path else ""
+    if not os.path.isfile(f):
+        return None
+    digest = hashlib.sha256()
+    with open(f, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:8]
+
+
 def default_model_path():
     """The project's checkpoint: ./checkpoints/dae, or the one beside the d2t_metrics package."""
     import d2t_metrics
@@ -170,6 +186,9 @@ class DAE(evaluate.Metric):
             model = "rule"
         else:
             model = os.path.basename(os.path.normpath(self.model_name)) if self.model_name else "checkpoints/dae"
+            fingerprint = checkpoint_fingerprint(self.model_name or default_model_path())
+            if fingerprint:
+                model += "@" + fingerprint
         spacy_name = self.spacy_model if isinstance(self.spacy_model, str) else "custom"
         length = self.max_length or DEFAULT_MAX_LENGTH
         return f"dae|config:{self.config_name}|model:{model}|spacy:{spacy_name}|max_len:{length}|version:1.0"
