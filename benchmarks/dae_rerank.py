@@ -136,6 +136,8 @@ def main(argv=None):
             f"{100 * meta['rerank_dev']['mean']:.1f} by mean / {100 * meta['rerank_dev']['min']:.1f} by lowest arc, {meta['rerank_dev']['pairs']} pairs."
             if meta.get("rerank_dev") else ""
         )
+        + " The 373 summary pairs were looked at in error analysis during development (never trained on), so they are not a clean"
+        " held-out test; see `checkpoints/dae/README.md`."
         + f"{speed_md}\n\nCommand: `python benchmarks/dae_rerank.py`"
     )
     if not args.no_write:
