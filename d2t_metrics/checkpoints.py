@@ -123,12 +123,17 @@ def warm_start(model, path: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     when a tensor has no place in ``model`` (another LoRA setup or base).
     """
     tensors, meta = read_compact(path)
+    return _load_trained(model, tensors, path), meta
+
+
+def _load_trained(model, tensors: Dict[str, Any], path: str) -> Dict[str, Any]:
+    """Put a checkpoint's own tensors into ``model``; return its ``extra`` tensors (prefix dropped)."""
     own = {k: v for k, v in tensors.items() if not k.startswith("extra.")}
     unknown = set(own) - {n for n, _ in model.named_parameters()}
     if unknown:
         raise ValueError(f"{path} does not fit this model (LoRA setup or base differ): {sorted(unknown)[:3]}")
     model.load_state_dict(own, strict=False)
-    return {k[len("extra."):]: v for k, v in tensors.items() if k.startswith("extra.")}, meta
+    return {k[len("extra."):]: v for k, v in tensors.items() if k.startswith("extra.")}
 
 
 def build_base_model(meta: Dict[str, Any]):
@@ -166,14 +171,9 @@ def load_compact(path: str, device: str = "cpu", dtype=None):
         model = build_base_model(meta)
     finally:
         transformers.logging.set_verbosity(verbosity)
-    extra = {k[len("extra."):]: v for k, v in tensors.items() if k.startswith("extra.")}
-    own = {k: v for k, v in tensors.items() if not k.startswith("extra.")}
     if meta.get("lora"):
         model = apply_lora(model, meta["lora"], trainable=())
-    missing_own = set(own) - {n for n, _ in model.named_parameters()}
-    if missing_own:
-        raise ValueError(f"checkpoint {path} does not fit base {meta['base']!r}: unknown tensors {sorted(missing_own)[:5]}")
-    model.load_state_dict(own, strict=False)
+    extra = _load_trained(model, tensors, path)
     if meta.get("lora"):
         model = model.merge_and_unload()
     if dtype is not None:

@@ -17,13 +17,19 @@ def _meta(base):
     }
 
 
-def test_compact_checkpoint_round_trip(tiny_encoder, tmp_path):
-    meta = _meta(tiny_encoder)
+def _trained_lora_model(meta):
+    """A LoRA model whose trainable tensors moved away from their initialisation, as after training."""
     model = checkpoints.apply_lora(checkpoints.build_base_model(meta), meta["lora"])
     with torch.no_grad():
         for _, p in model.named_parameters():
             if p.requires_grad:
                 p.add_(0.05 * torch.randn_like(p))
+    return model
+
+
+def test_compact_checkpoint_round_trip(tiny_encoder, tmp_path):
+    meta = _meta(tiny_encoder)
+    model = _trained_lora_model(meta)
     model.eval()
     import transformers
 
@@ -64,11 +70,7 @@ def test_resolve_base_keeps_unknown_names():
 
 def test_warm_start_continues_from_a_checkpoint(tiny_encoder, tmp_path):
     meta = _meta(tiny_encoder)
-    model = checkpoints.apply_lora(checkpoints.build_base_model(meta), meta["lora"])
-    with torch.no_grad():
-        for _, p in model.named_parameters():
-            if p.requires_grad:
-                p.add_(0.05 * torch.randn_like(p))
+    model = _trained_lora_model(meta)
     checkpoints.save_compact(model, str(tmp_path), meta, extra={"head": torch.ones(3)})
 
     fresh = checkpoints.apply_lora(checkpoints.build_base_model(meta), meta["lora"])

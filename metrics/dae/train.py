@@ -41,7 +41,7 @@ def relation_id(rel: str) -> int:
 
 
 def add_features(examples: Sequence[dict], nlp, names: Sequence[str] = ARC_FEATURES, batch_size: int = 256) -> None:
-    """Attach the lexical alignment features (``arcs.ARC_FEATURES``) of every
+    """Attach the alignment features ``names`` (from ``arcs.ARC_FEATURES``) of every
     labelled arc against its source, as ``example["feats"]``. Sources and
     hypotheses are parsed again (the data keeps words, not lemmas)."""
     texts = list(dict.fromkeys([e["source"] for e in examples] + [e["hypothesis"] for e in examples]))
