@@ -360,8 +360,12 @@ def test_negation_deletion_and_pronoun_swap(nlp):
 
     from metrics.dae.make_data import delete_negation, sentence_examples, swap_pronoun
 
-    text, word = delete_negation(nlp("He can't prove that she did not steal it."), random.Random(0))
-    assert word in ("prove", "steal") and ("He can prove" in text or "she did steal" in text)
+    for seed in range(4):
+        text, offset = delete_negation(nlp("He can't prove that she did not steal it."), random.Random(seed))
+        assert (text, text[offset:offset + 5]) in (("He can prove that she did not steal it.", "prove"),
+                                                    ("He can't prove that she did steal it.", "steal"))
+    text, offset = delete_negation(nlp("The organisms cannot be sealed."), random.Random(0))
+    assert text == "The organisms can be sealed." and text[offset:].startswith("sealed")
     assert delete_negation(nlp("She stole it."), random.Random(0)) is None
     assert swap_pronoun(nlp("She gave him her book."), random.Random(1)) in ("He gave him her book.", "She gave her her book.", "She gave him his book.")
     exs = sentence_examples(nlp, ["Migrants must prove they have not committed a crime in ten years."] * 4, "test", random.Random(0), {},
@@ -371,6 +375,47 @@ def test_negation_deletion_and_pronoun_swap(nlp):
     for e in deleted:
         labels = {(e["words"][a[0]], a[2], e["words"][a[1]]): a[3] for a in e["arcs"]}
         assert labels[("committed", "nsubj", "they")] == 0 and labels[("prove", "nsubj", "Migrants")] == 1
+
+
+def test_negation_insertion_labels_the_negated_word(nlp):
+    import random
+
+    from metrics.dae.make_data import insert_negation, sentence_examples
+
+    text, offset = insert_negation(nlp("The shop is cheap."), random.Random(0))
+    assert text == "The shop is not cheap." and text[offset:offset + 3] == "not"
+    exs = sentence_examples(nlp, ["The old shop is cheap and family friendly."] * 4, "test", random.Random(0), {},
+                            ops_per_sentence=20, lowercase_rate=0.0)
+    inserted = [e for e in exs if e["kind"] == "negation"]
+    assert inserted
+    for e in inserted:  # every arc of the negated word is not entailed, the others are
+        labels = {(e["words"][a[0]], a[2], e["words"][a[1]]): a[3] for a in e["arcs"]}
+        assert labels[("is", "neg", "not")] == 0 and labels[("is", "nsubj", "shop")] == 0
+        assert labels[("shop", "amod", "old")] == 1
+
+
+def test_argument_deletion(nlp):
+    import random
+
+    from metrics.dae.make_data import argument_deletion, sentence_examples, subtree_deletions
+
+    text, offset = argument_deletion(nlp("The thousands of chickens live together in huge sheds."), random.Random(0))
+    assert text == "The thousands live together in huge sheds." and text[offset:].startswith("thousands")
+    text, offset = argument_deletion(nlp("The coach wants England to be more ruthless in attack."), random.Random(0))
+    assert text == "The coach wants." and text[offset:].startswith("wants"), text  # "England" is the subject of "be"
+    text, offset = argument_deletion(nlp("The minister tried to leave the party early on Monday."), random.Random(0))
+    assert text == "The minister tried." and text[offset:].startswith("tried"), text
+    assert argument_deletion(nlp("The dog barked."), random.Random(0)) is None
+    # a compression never drops a partitive "of": that is the harmful deletion above
+    doc = nlp("The thousands of chickens live together in huge sheds.")
+    assert all("thousands live" not in t for t in subtree_deletions(doc, random.Random(0), k=20))
+    exs = sentence_examples(nlp, ["The thousands of chickens live together in huge sheds near the old farm."] * 4, "test",
+                            random.Random(0), {}, ops_per_sentence=20, lowercase_rate=0.0)
+    deleted = [e for e in exs if e["kind"] == "argument-delete"]
+    assert deleted
+    for e in deleted:
+        labels = {(e["words"][a[0]], a[2], e["words"][a[1]]): a[3] for a in e["arcs"]}
+        assert labels[("live", "nsubj", "thousands")] == 0 and labels[("sheds", "amod", "huge")] == 1
 
 
 def test_rerank_triples_pair_faithful_with_unfaithful():
@@ -399,11 +444,27 @@ def test_train_smoke(tiny_encoder, tmp_path, nlp):
     for split in ("train", "dev"):
         (data / f"{split}.jsonl").write_text("\n".join(json.dumps(r) for r in rows * 4) + "\n")
     out = tmp_path / "ck"
-    assert train.main(["--data", str(data), "--out", str(out), "--base", tiny_encoder, "--batch-size", "4", "--lora-r", "2"]) == 0
+    assert train.main(["--data", str(data), "--out", str(out), "--base", tiny_encoder, "--batch-size", "4", "--lora-r", "2",
+                       "--encoder-loss", "0.5"]) == 0
     scorer = DAEScorer(str(out), spacy_model=nlp, device="cpu")
     assert scorer.meta["kind"] == ARC_MODEL_KIND and "accuracy" in scorer.meta["dev"]
     assert scorer.meta["arc_features"] == list(ARC_FEATURES) and 0.0 <= scorer.meta["rerank_dev"]["mean"] <= 1.0
     assert len(scorer.score(["The cat sat on the mat."], ["The dog sat."])[0]["arcs"]) == 1
+
+
+def test_encoder_only_logits_drop_the_feature_share():
+    import torch
+
+    from metrics.dae.model import make_arc_head
+    from metrics.dae.train import encoder_only_logits
+
+    torch.manual_seed(0)
+    head = make_arc_head(8, num_features=3)
+    h, c, r = torch.randn(5, 8), torch.randn(5, 8), torch.tensor([0, 1, 2, 3, 4])
+    feats = torch.rand(5, 3)
+    expected = head(h, c, r, torch.zeros(5, 3))
+    assert not torch.allclose(head(h, c, r, feats), expected)
+    assert torch.allclose(encoder_only_logits(head, head(h, c, r, feats), feats), expected, atol=1e-6)
 
 
 def test_app_imports_without_launching_and_renders():

@@ -20,10 +20,12 @@ Two routes, both from the paper (Goyal & Durrett, 2020, §4 and §5.3):
    (delete a span from the premise; hypothesis arcs that depend on the
    deleted words are not entailed), the nearest-overlap sentence (its arcs
    absent from the source are not entailed) and identity positives.
-   Two of FactCC's transformations (Kryściński et al., 2020) are added:
-   pronoun swaps, and negation *deletion*, whose hypothesis keeps every
-   arc of the source, so the arcs of the word that lost its negation are
-   labelled not entailed by hand.
+   FactCC's transformations (Kryściński et al., 2020) are added: pronoun
+   swaps, and negation insertion and *deletion*. A deletion keeps every arc
+   of the source, so the arcs of the word that lost (or gained) its
+   negation are labelled not entailed by hand. The same holds for the
+   harmful compression that drops a word's infinitival complement or a
+   quantity's *of* complement (*thousands [of chickens]*).
    Summarisation-like compressions are added: deleting a whole modifier
    subtree keeps every remaining arc (entailed), deleting a random span of
    words creates new arcs (not entailed) — the errors extractive-abstractive
@@ -39,7 +41,8 @@ references, SICK TRAIN/TRIAL pairs and RTE dev pairs. Half of the SQuAD
 pairs are lower-cased (the CNN/DM benchmark text is). The DAE summary pairs
 (``dae/summary_pairs.json``) are never used.
 
-Output: ``train.jsonl`` and ``dev.jsonl`` (split by source sentence), one
+Output: ``train.jsonl`` and ``dev.jsonl`` (split by a hash of the source
+group, so a source stays on its side when the generators change), one
 example a line: ``{"source", "hypothesis", "words", "arcs": [[head_i,
 child_i, relation, label], ...], "kind", "domain"}`` where ``words`` are the
 hypothesis's spaCy tokens and only labelled arcs are listed.
@@ -48,6 +51,7 @@ hypothesis's spaCy tokens and only labelled arcs are listed.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -75,19 +79,44 @@ def detok(tokens: Iterable) -> str:
     return "".join(t.text_with_ws for t in tokens).strip()
 
 
-def _span_text_without(doc, drop: Set[int]) -> str:
-    text = "".join(t.text_with_ws for t in doc if t.i not in drop)
+def _tidy(text: str) -> str:
     text = re.sub(r"\s+([,.;:!?])", r"\1", text)
     text = re.sub(r",\s*,", ",", text)
     text = re.sub(r"^\s*[,;:]\s*", "", text)
     return re.sub(r"\s+", " ", text).strip()
 
 
+def _span_text_without(doc, drop: Set[int]) -> str:
+    return _tidy("".join(t.text_with_ws for t in doc if t.i not in drop))
+
+
+_MARK = "\x00"
+
+
+def _join_marking(pieces: List[str], k: int, tidy=_tidy) -> Tuple[str, int]:
+    """Join token pieces (``""`` for a dropped token) and tidy the text; also
+    return the character offset of piece ``k`` in the result. The offset finds
+    the edited word again in the re-parsed hypothesis, whatever the tidying
+    did to the spacing."""
+    pieces = list(pieces)
+    pieces[k] = _MARK + pieces[k]
+    text = tidy("".join(pieces))
+    return text.replace(_MARK, ""), text.index(_MARK)
+
+
+def _pivot_token(doc, offset: int):
+    """The token of a re-parsed edit at character ``offset``; a negation stands for the word it negates."""
+    tok = next((t for t in doc if t.idx <= offset < t.idx + max(1, len(t.text))), None)
+    if tok is not None and tok.dep_ == "neg":
+        tok = tok.head
+    return tok
+
+
 def subtree_deletions(doc, rng: random.Random, k: int = 1) -> List[str]:
     """Sentences with one deletable modifier subtree (and an adjoining comma/cc) removed."""
     cands = []
     for tok in doc:
-        if tok.dep_ in DELETABLE and tok.head is not tok:
+        if tok.dep_ in DELETABLE and tok.head is not tok and not is_partitive_of(tok):
             sub = {t.i for t in tok.subtree}
             if len(sub) >= len(doc) - 3:
                 continue
@@ -199,33 +228,79 @@ def duplicate_word(doc, rng: random.Random) -> Optional[str]:
     return "".join(toks).strip()
 
 
-def insert_negation(doc, rng: random.Random) -> Optional[str]:
+def insert_negation(doc, rng: random.Random) -> Optional[Tuple[str, int]]:
+    """FactCC's sentence negation: a *not* after an auxiliary. Returns the
+    text and the offset of the *not*; the arcs of the word it negates are no
+    longer entailed (the arc ``neg`` alone would leave the others looking
+    entailed, against the ``negation_mismatch`` feature)."""
     cands = [t for t in doc if t.lower_ in ("is", "was", "are", "were", "has", "had", "have", "can", "will", "would", "could") and t.pos_ == "AUX"]
     cands = [t for t in cands if not (t.i + 1 < len(doc) and doc[t.i + 1].dep_ == "neg")]
     if not cands:
         return None
     tok = rng.choice(cands)
-    toks = [t.text_with_ws for t in doc]
-    toks[tok.i] = tok.text + " not" + tok.whitespace_
-    return "".join(toks).strip()
+    pieces = [t.text_with_ws for t in doc]
+    pieces[tok.i] = tok.text + " "
+    pieces.insert(tok.i + 1, "not" + tok.whitespace_)
+    return _join_marking(pieces, tok.i + 1, tidy=str.strip)
 
 
-def delete_negation(doc, rng: random.Random) -> Optional[Tuple[str, str]]:
+_CONTRACTED = {"ca": "can", "wo": "will", "sha": "shall"}
+
+
+def delete_negation(doc, rng: random.Random) -> Optional[Tuple[str, int]]:
     """Drop a negation (FactCC's sentence negation, the other way round).
-    Returns the text and the word that was negated: its arcs are no longer
-    entailed although every one of them is still an arc of the source."""
+    Returns the text and the offset of the word that was negated: its arcs
+    are no longer entailed although every one of them is still an arc of the
+    source."""
     negs = [t for t in doc if t.dep_ == "neg" and t.head is not t]
     if not negs:
         return None
     tok = rng.choice(negs)
-    toks = [t.text_with_ws for t in doc]
-    toks[tok.i] = ""
-    if tok.lower_ == "n't" and tok.i > 0:  # can't -> can, won't -> will
+    pieces = [t.text_with_ws for t in doc]
+    pieces[tok.i] = ""
+    if tok.i > 0 and not doc[tok.i - 1].whitespace_:  # can't -> can, won't -> will, cannot -> can
         prev = doc[tok.i - 1]
-        word = {"ca": "can", "wo": "will", "sha": "shall"}.get(prev.lower_, prev.text)
-        toks[tok.i - 1] = (word[:1].upper() + word[1:] if prev.text[:1].isupper() else word) + tok.whitespace_
-    text = re.sub(r"\s+", " ", "".join(toks)).strip()
-    return (text, tok.head.text) if text != doc.text else None
+        word = _CONTRACTED.get(prev.lower_, prev.text)
+        pieces[tok.i - 1] = (word[:1].upper() + word[1:] if prev.text[:1].isupper() else word) + tok.whitespace_
+    text, offset = _join_marking(pieces, tok.head.i, tidy=lambda t: re.sub(r"\s+", " ", t).strip())
+    return (text, offset) if text != doc.text else None
+
+
+# Words whose "of" complement says what they are: "thousands of chickens",
+# "half of the income", "part of the genus". Without it the word means something else.
+PARTITIVE_HEADS = frozenset(
+    "thousands hundreds millions billions dozens tens scores half part most majority minority rest number lot lots "
+    "some many all none each both several percent fraction share proportion third quarter group pair couple handful "
+    "series bag box piece one".split()
+)
+
+
+def is_partitive_of(tok) -> bool:
+    return tok.dep_ == "prep" and tok.lower_ == "of" and (tok.head.pos_ == "NUM" or tok.head.lower_ in PARTITIVE_HEADS)
+
+
+def _is_infinitival_complement(tok) -> bool:
+    # spaCy parses "wants England to be ruthless" as a ccomp with a "to" auxiliary
+    return tok.dep_ == "xcomp" or (tok.dep_ == "ccomp" and any(c.dep_ == "aux" and c.lower_ == "to" for c in tok.children))
+
+
+def argument_deletion(doc, rng: random.Random) -> Optional[Tuple[str, int]]:
+    """A summariser's harmful compression: drop a word's open clausal
+    complement (*wants England [to be ruthless]*) or the *of* complement of a
+    quantity (*thousands [of chickens]*). Every remaining arc is still a source
+    arc, yet the word that lost its complement now says something else, so
+    its arcs are not entailed. Returns the text and that word's offset."""
+    cands = []
+    for tok in doc:
+        if tok.head is not tok and (_is_infinitival_complement(tok) or is_partitive_of(tok)):
+            sub = {t.i for t in tok.subtree}
+            if tok.head.i not in sub and len(sub) < len(doc) - 3:
+                cands.append((tok.head.i, sub))
+    if not cands:
+        return None
+    head_i, drop = rng.choice(cands)
+    pieces = [t.text_with_ws if t.i not in drop else "" for t in doc]
+    return _join_marking(pieces, head_i)
 
 
 _PRONOUN_SWAPS = {
@@ -450,6 +525,7 @@ def sentence_examples(nlp, sentences: Sequence[str], domain: str, rng: random.Ra
         menu.append(("duplicate", lambda d=doc: duplicate_word(d, rng)))
         menu.append(("negation", lambda d=doc: insert_negation(d, rng)))
         menu.append(("negation-delete", lambda d=doc: delete_negation(d, rng)))
+        menu.append(("argument-delete", lambda d=doc: argument_deletion(d, rng)))
         menu.append(("pronoun", lambda d=doc: swap_pronoun(d, rng)))
         menu.append(("hallucination", lambda d=doc: (subtree_deletions(d, rng, 1) or [None])[0]))
         menu.append(("hallucination", lambda d=doc: random_span_deletion(d, rng)))
@@ -460,9 +536,9 @@ def sentence_examples(nlp, sentences: Sequence[str], domain: str, rng: random.Ra
             picked.append(menu[0])
         for kind, fn in picked:
             out = fn()
-            changed_word = None
+            pivot = None  # offset of a word whose meaning the edit changed
             if isinstance(out, tuple):
-                out, changed_word = out
+                out, pivot = out
             if not out or len(out.split()) < 3:
                 continue
             if kind != "identity" and out == x:
@@ -470,13 +546,13 @@ def sentence_examples(nlp, sentences: Sequence[str], domain: str, rng: random.Ra
             if kind == "hallucination":
                 jobs.append((out, x, kind, i, None))  # premise lost a span; the full sentence is the hypothesis
             else:
-                jobs.append((x, out, kind, i, changed_word))
+                jobs.append((x, out, kind, i, pivot))
     hyp_docs = list(nlp.pipe([j[1] for j in jobs], batch_size=128))
     prem_docs = list(nlp.pipe([j[0] for j in jobs if j[2] == "hallucination"], batch_size=128))
     prem_iter = iter(prem_docs)
     src_keys = [arc_keys(doc_arcs(d)) for d in docs]
     examples = []
-    for (src, hyp, kind, i, changed_word), hdoc in zip(jobs, hyp_docs):
+    for (src, hyp, kind, i, pivot), hdoc in zip(jobs, hyp_docs):
         if kind == "identity" or kind == "compress" or kind == "clause":
             # A whole modifier subtree (or the frame of a reported clause) is gone: the rewrite is
             # faithful, so all its arcs are entailed, the re-attached ones too (the paper's rule for
@@ -489,9 +565,11 @@ def sentence_examples(nlp, sentences: Sequence[str], domain: str, rng: random.Ra
             arcs, labels = label_against(hdoc, src_keys[i], 0, old_label=None)
         else:
             arcs, labels = label_against(hdoc, src_keys[i], 0)
-        if changed_word is not None:  # the word lost its negation: none of its arcs holds any more
-            w = changed_word.lower()
-            labels = [0 if w in (a.head.lower(), a.child.lower()) else y for a, y in zip(arcs, labels)]
+        if pivot is not None:  # the word gained or lost a negation or a complement: none of its arcs holds any more
+            tok = _pivot_token(hdoc, pivot)
+            if tok is None:
+                continue
+            labels = [0 if tok.i in (a.head_i, a.child_i) else y for a, y in zip(arcs, labels)]
         ex = _example(src, hdoc, arcs, labels, kind, domain)
         if ex:
             ex["group"] = f"{domain}:{i}"
@@ -535,6 +613,10 @@ def pair_examples_rte(nlp, pairs) -> List[dict]:
             ex["group"] = "rte:" + t[:50]
             out.append(ex)
     return out
+
+
+def _bucket(group: str) -> float:
+    return int(hashlib.sha1(group.encode("utf-8")).hexdigest()[:8], 16) / 0x100000000
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -597,9 +679,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     examples += pair_examples_rte(nlp, rte[: args.rte_pairs])
     log(f"total: {len(examples)}")
 
-    groups = sorted({e["group"] for e in examples})
-    rng.shuffle(groups)
-    dev_groups = set(groups[: int(len(groups) * args.dev_fraction)])
+    # by a hash of the group, so a source stays on its side when generators change
+    dev_groups = {g for g in {e["group"] for e in examples} if _bucket(g) < args.dev_fraction}
     os.makedirs(args.out, exist_ok=True)
     stats = Counter()
     with open(os.path.join(args.out, "train.jsonl"), "w", encoding="utf-8") as ftr, open(os.path.join(args.out, "dev.jsonl"), "w", encoding="utf-8") as fdv:

@@ -82,8 +82,9 @@ def make_batches(examples: Sequence[dict], batch_size: int, rng: random.Random, 
     return batches
 
 
-def batch_logits(encoder, head, tokenizer, batch: Sequence[dict], max_length: int, device: str):
-    """Logits and gold labels of every labelled arc in ``batch``."""
+def batch_logits(encoder, head, tokenizer, batch: Sequence[dict], max_length: int, device: str, with_features: bool = False):
+    """Logits and gold labels of every labelled arc in ``batch`` (and the arc
+    features, ``None`` for a head without them, when ``with_features``)."""
     import torch
 
     enc, positions = encode_pairs(tokenizer, [e["source"].split() for e in batch], [e["words"] for e in batch], max_length)
@@ -102,7 +103,19 @@ def batch_logits(encoder, head, tokenizer, batch: Sequence[dict], max_length: in
     if getattr(head, "num_features", 0):
         feats = torch.tensor([f for e in batch for f in e["feats"]], device=device)
     logits = head(hidden[seg_t, torch.tensor(hpos, device=device)], hidden[seg_t, torch.tensor(cpos, device=device)], torch.tensor(rels, device=device), feats)
+    if with_features:
+        return logits, torch.tensor(labels, device=device), feats
     return logits, torch.tensor(labels, device=device)
+
+
+def encoder_only_logits(head, logits, feats):
+    """The logits without the arc features' share: what the encoder's vectors
+    and the relation alone say. An auxiliary loss on them makes the encoder
+    carry the entailment signal too, instead of leaving it to the lexical
+    features (which a summariser's faithful paraphrase and its unfaithful
+    copy can share)."""
+    n = head.num_features
+    return logits - feats.to(logits.dtype) @ head.arc_head.weight[0, -n:]
 
 
 def evaluate_arcs(encoder, head, tokenizer, examples: Sequence[dict], max_length: int, device: str, batch_size: int = 64) -> Dict[str, float]:
@@ -136,7 +149,7 @@ def evaluate_arcs(encoder, head, tokenizer, examples: Sequence[dict], max_length
 # Kinds whose hypotheses are wholly entailed / contain a not-entailed arc, for the reranking dev set.
 RERANK_POSITIVE_KINDS = ("compress", "clause", "ad-gold", "sick-entails", "rte-yes")
 RERANK_NEGATIVE_KINDS = (
-    "span-delete", "swap-within", "swap-corpus", "subject", "duplicate", "negation", "negation-delete", "pronoun",
+    "span-delete", "swap-within", "swap-corpus", "subject", "duplicate", "negation", "negation-delete", "argument-delete", "pronoun",
     "ad-bottom", "sick-contradicts", "sick-neutral", "rte-no",
 )
 
@@ -209,6 +222,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--device", default=None)
     ap.add_argument("--no-features", action="store_true", help="the paper's head only: no lexical alignment features")
     ap.add_argument("--lexical-features-only", action="store_true", help="the first checkpoint's five lexical features only")
+    ap.add_argument("--encoder-loss", type=float, default=0.0,
+                    help="weight of an auxiliary loss on the logits without the arc features (see encoder_only_logits)")
     ap.add_argument("--init", default=None, help="warm start from a DAE checkpoint directory (LoRA and head)")
     ap.add_argument("--oversample", default="", help="kind weights for sampling --max-examples, e.g. span-delete=2,subject=2")
     ap.add_argument("--spacy-model", default=None)
@@ -287,16 +302,19 @@ def main(argv: Optional[List[str]] = None) -> int:
         "arc_features": feature_names,
         "training": {"data": os.path.abspath(args.data), "examples": len(train), "arcs": n_arcs, "epochs": args.epochs,
                      "batch_size": args.batch_size, "lr": args.lr, "head_lr": args.head_lr, "neg_weight": round(neg_weight, 3),
-                     "init": args.init, "oversample": weights},
+                     "init": args.init, "oversample": weights, "encoder_loss": args.encoder_loss},
     }
     step, t0, running = 0, time.time(), []
     done = False
     epoch = 0
     while not done:
         for batch in make_batches(train, args.batch_size, rng):
-            logits, labels = batch_logits(encoder, head, tokenizer, batch, args.max_length, device)
+            logits, labels, feats = batch_logits(encoder, head, tokenizer, batch, args.max_length, device, with_features=True)
             weights = torch.where(labels > 0.5, torch.ones_like(labels), torch.full_like(labels, neg_weight))
             loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels, weight=weights)
+            if args.encoder_loss and feats is not None:
+                aux = encoder_only_logits(head, logits, feats)
+                loss = loss + args.encoder_loss * torch.nn.functional.binary_cross_entropy_with_logits(aux, labels, weight=weights)
             loss.backward()
             torch.nn.utils.clip_grad_norm_([p for g in params for p in g["params"]], 1.0)
             opt.step()
