@@ -493,6 +493,21 @@ def test_shipped_checkpoint():
     assert os.path.isfile(os.path.join(path, "README.md"))
 
 
+def test_shipped_model_flags_negation_edits(nlp):
+    """The shipped model has learned what the arcs alone cannot show: a
+    dropped or added *not* changes every arc of the negated word."""
+    from metrics.dae.scorer import DAEScorer
+
+    scorer = DAEScorer(os.path.join(ROOT, "checkpoints", "dae"), spacy_model=nlp, device="cpu")
+    src = "The committee did not approve the new budget on Monday."
+    faithful, dropped = scorer.score([src] * 2, ["The committee did not approve the budget.", "The committee approved the new budget on Monday."])
+    assert faithful["score"] > 0.9 and dropped["score"] < faithful["score"] - 0.2
+    src = "The shop is cheap and family friendly."
+    faithful, added = scorer.score([src] * 2, ["The shop is cheap.", "The shop is not cheap."])
+    low = {(a["head"], a["relation"], a["child"]) for a in added["arcs"] if a["probability"] < 0.5}
+    assert faithful["score"] > 0.9 and {("is", "neg", "not"), ("is", "acomp", "cheap")} <= low
+
+
 def test_loaded_spacy_pipeline_is_accepted(nlp):
     m = evaluate.load(metric_path("dae"), "rule", spacy_model=nlp)
     res = m.compute(predictions=["The cat sat."], sources=["The cat sat on the mat."], per_example=True, show_progress=False)
