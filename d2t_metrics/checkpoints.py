@@ -114,15 +114,19 @@ def read_compact(path: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     return tensors, meta
 
 
-def warm_start(model, path: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+def warm_start(model, path: str, lora: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """Load a compact checkpoint's trained tensors into ``model`` (built with the
     same recipe, e.g. by :func:`apply_lora`) to continue training it.
 
     Returns ``(extra, meta)``: the checkpoint's ``extra`` tensors (custom heads,
     names without the ``extra.`` prefix) and its recipe. Raises ``ValueError``
-    when a tensor has no place in ``model`` (another LoRA setup or base).
+    when a tensor has no place in ``model`` (another LoRA setup or base), or
+    when ``lora`` (the run's LoRA settings) differs from the checkpoint's: a
+    different ``lora_alpha`` fits every tensor yet rescales the adapters.
     """
     tensors, meta = read_compact(path)
+    if lora is not None and json.loads(json.dumps(lora)) != meta.get("lora"):
+        raise ValueError(f"{path} was trained with LoRA {meta.get('lora')}, not {lora}")
     return _load_trained(model, tensors, path), meta
 
 

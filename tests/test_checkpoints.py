@@ -82,6 +82,11 @@ def test_warm_start_continues_from_a_checkpoint(tiny_encoder, tmp_path):
         if p.requires_grad:
             assert torch.equal(p, trained[name]), name
 
+    # The run's LoRA settings must be the checkpoint's: another alpha fits every tensor but rescales them.
+    assert checkpoints.warm_start(fresh, str(tmp_path), lora=meta["lora"])[1]["lora"] == meta["lora"]
+    with pytest.raises(ValueError, match="was trained with LoRA"):
+        checkpoints.warm_start(fresh, str(tmp_path), lora=dict(meta["lora"], lora_alpha=2 * meta["lora"]["lora_alpha"]))
+
     # Another LoRA setup has no place for the saved adapters.
     other = checkpoints.apply_lora(checkpoints.build_base_model(meta), dict(meta["lora"], target_modules=["query"]))
     with pytest.raises(ValueError, match="does not fit"):

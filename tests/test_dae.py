@@ -353,6 +353,9 @@ def test_checkpoint_feature_names(tiny_encoder, tmp_path, nlp):
     save_compact(model, str(tmp_path / "bad"), dict(meta, arc_features=["arc_in_source"]), extra=head_tensors(head))
     with pytest.raises(ValueError, match="takes 5 features but the metadata names 1"):
         DAEScorer(str(tmp_path / "bad"), spacy_model=nlp, device="cpu")
+    save_compact(model, str(tmp_path / "more"), dict(meta, arc_features=list(ARC_FEATURES)), extra=head_tensors(head))
+    with pytest.raises(ValueError, match="takes 5 features but the metadata names 7"):
+        DAEScorer(str(tmp_path / "more"), spacy_model=nlp, device="cpu")
 
 
 def test_negation_deletion_and_pronoun_swap(nlp):

@@ -262,19 +262,23 @@ class SourceIndex:
     def features(self, arc: Arc, hyp_doc=None, names: Sequence[str] = ARC_FEATURES) -> List[float]:
         """The named features of ``arc`` (``hyp_doc``: the parsed hypothesis
         the arc's word indices point into)."""
-        values = {
-            "arc_in_source": lambda: float(arc.key() in self.keys),
-            "arc_in_source_base_relation": lambda: float((arc.head_lemma, arc.base_relation, arc.child_lemma) in self.base_keys),
-            "words_linked_in_source": lambda: float(frozenset((arc.head_lemma, arc.child_lemma)) in self.pairs),
-            "head_in_source": lambda: float(arc.head_lemma in self.lemmas or arc.head.lower() in self.lemmas),
-            "child_in_source": lambda: float(arc.child_lemma in self.lemmas or arc.child.lower() in self.lemmas),
-            "source_path_closeness": lambda: self.path_closeness(arc),
-            "negation_mismatch": lambda: self.negation_mismatch(arc, hyp_doc),
-        }
         try:
-            return [values[n]() for n in names]
+            return [_FEATURE_FUNCTIONS[n](self, arc, hyp_doc) for n in names]
         except KeyError as e:
             raise ValueError(f"unknown arc feature {e.args[0]!r}; known: {', '.join(ARC_FEATURES)}") from None
+
+
+# name -> f(source index, arc, hypothesis doc); called for every arc, so built once
+_FEATURE_FUNCTIONS = {
+    "arc_in_source": lambda s, arc, _: float(arc.key() in s.keys),
+    "arc_in_source_base_relation": lambda s, arc, _: float((arc.head_lemma, arc.base_relation, arc.child_lemma) in s.base_keys),
+    "words_linked_in_source": lambda s, arc, _: float(frozenset((arc.head_lemma, arc.child_lemma)) in s.pairs),
+    "head_in_source": lambda s, arc, _: float(arc.head_lemma in s.lemmas or arc.head.lower() in s.lemmas),
+    "child_in_source": lambda s, arc, _: float(arc.child_lemma in s.lemmas or arc.child.lower() in s.lemmas),
+    "source_path_closeness": lambda s, arc, _: s.path_closeness(arc),
+    "negation_mismatch": lambda s, arc, hyp_doc: s.negation_mismatch(arc, hyp_doc),
+}
+assert set(_FEATURE_FUNCTIONS) == set(ARC_FEATURES)
 
 
 def rule_score(hyp_arcs: Sequence[Arc], source_keys: Set[Tuple[str, str, str]]) -> Tuple[float, List[float]]:

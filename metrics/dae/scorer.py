@@ -93,7 +93,7 @@ class DAEScorer:
         self._piece_counts: Dict[str, int] = {}
         num_features = int(getattr(self.head, "num_features", 0))
         # a checkpoint names its features in its metadata; one that does not has the five lexical ones
-        self.feature_names = list(self.meta.get("arc_features") or LEXICAL_FEATURES)[:num_features] if num_features else []
+        self.feature_names = list(self.meta.get("arc_features") or (LEXICAL_FEATURES if num_features else ()))
         if len(self.feature_names) != num_features:
             raise ValueError(f"{model_path}: the arc head takes {num_features} features but the metadata names {len(self.feature_names)}")
 

@@ -275,7 +275,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.init:
         from d2t_metrics.checkpoints import warm_start
 
-        extra, _ = warm_start(encoder, args.init)
+        extra, _ = warm_start(encoder, args.init, lora)
         with torch.no_grad():
             head.rel_emb.weight.copy_(extra["rel_emb.weight"])
             w = extra["arc_head.weight"]

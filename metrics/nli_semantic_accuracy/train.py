@@ -176,7 +176,7 @@ def main(argv=None):
     tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_base(args.base))
     model = apply_lora(build_base_model(meta), lora, trainable=("classifier",))
     if args.init:
-        _, init_meta = warm_start(model, args.init)
+        _, init_meta = warm_start(model, args.init, lora)
         meta["init"] = {"from": args.init, "steps": init_meta.get("steps"), "train_args": init_meta.get("train_args")}
         print(f"warm start from {args.init}", flush=True)
     n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
