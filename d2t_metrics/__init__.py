@@ -1,5 +1,6 @@
 """Shared ground for the d2t-metrics evaluate modules: tables, parsers,
-linearization, verbalization, tokenization, and model loading and batching.
+linearization, verbalization, tokenization, the input checks every metric
+runs first, and model loading and batching.
 
 No metric logic lives here; each metric is a folder under ``metrics/``.
 """
@@ -8,13 +9,12 @@ from .tables import (
     AttributeValue,
     Table,
     Triple,
-    check_references,
-    check_texts,
     parse_mr,
     parse_table,
     parse_tables,
     parse_triple,
 )
+from .inputs import check_references, check_texts, decode_table, encode_table
 from .normalize import normalize_entity, normalize_predicate, split_camel_case
 
 __version__ = "0.1.0"
@@ -25,6 +25,8 @@ __all__ = [
     "Triple",
     "check_references",
     "check_texts",
+    "decode_table",
+    "encode_table",
     "parse_mr",
     "parse_table",
     "parse_tables",

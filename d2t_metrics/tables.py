@@ -15,23 +15,66 @@ cleans them for verbalization.
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
+# Error messages quote the offending input. A bounded repr keeps a megabyte
+# string, a 100k-deep list or a self-referencing dict from turning the message
+# itself into a crash (RecursionError) or a wall of text.
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = 80
+_SHORT.maxother = 80
+_SHORT.maxlevel = 3
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = 6
 
-class Triple(NamedTuple):
+
+def short_repr(obj: Any) -> str:
+    """``repr(obj)``, cut to about 80 characters and 3 levels of nesting."""
+    return _SHORT.repr(obj)
+
+
+
+class _TripleFields(NamedTuple):
     subject: str
     predicate: str
     object: str
+
+
+class Triple(_TripleFields):
+    """A WebNLG RDF triple. Members must be strings (checked: a triple of
+    numbers would otherwise flow on into templates and models as text)."""
+
+    __slots__ = ()
+
+    def __new__(cls, subject: str, predicate: str, object: str):  # noqa: A002 - the RDF term
+        for role, member in (("subject", subject), ("predicate", predicate), ("object", object)):
+            if not isinstance(member, str):
+                raise ValueError(f"a triple's {role} must be a str, got {type(member).__name__}: {short_repr(member)}")
+        return super().__new__(cls, subject, predicate, object)
 
     def __str__(self) -> str:
         return f"{self.subject} | {self.predicate} | {self.object}"
 
 
-class AttributeValue(NamedTuple):
+class _AttributeValueFields(NamedTuple):
     attribute: str
     value: str
+
+
+class AttributeValue(_AttributeValueFields):
+    """One record of an attribute-value table (an E2E slot, a WikiBio field)."""
+
+    __slots__ = ()
+
+    def __new__(cls, attribute: str, value: str):
+        for role, member in (("attribute", attribute), ("value", value)):
+            if not isinstance(member, str):
+                raise ValueError(f"an attribute-value pair's {role} must be a str, got {type(member).__name__}: {short_repr(member)}")
+        return super().__new__(cls, attribute, value)
 
     def __str__(self) -> str:
         return f"{self.attribute}[{self.value}]"
@@ -135,8 +178,10 @@ class Table:
 # ---------------------------------------------------------------------------
 # Parsers
 
-_MR_SLOT = re.compile(r"\s*([^\[\],]+?)\s*\[([^\[\]]*)\]\s*")
-_LOOKS_LIKE_MR = re.compile(r"^\s*[^\[\]|]+\[[^\[\]]*\]")
+# A wrapper dict ({"table": ...}) may hold another; deeper than this is a
+# mistake (or a self-referencing dict), reported instead of recursing.
+MAX_WRAPPER_DEPTH = 8
+WRAPPER_KEYS = ("triples", "table", "mr")
 
 
 def _where(index: Optional[int]) -> str:
@@ -146,77 +191,173 @@ def _where(index: Optional[int]) -> str:
 def parse_triple(text: str, index: Optional[int] = None) -> Triple:
     """Parse one WebNLG ``"subject | predicate | object"`` string."""
     if not isinstance(text, str):
-        raise ValueError(f"{_where(index)}a triple string must be a str, got {type(text).__name__}: {text!r}")
+        raise ValueError(f"{_where(index)}a triple string must be a str, got {type(text).__name__}: {short_repr(text)}")
     parts = [p.strip() for p in text.split("|")]
     if len(parts) != 3:
         raise ValueError(
-            f"{_where(index)}malformed triple {text!r}: expected 'subject | predicate | object' "
+            f"{_where(index)}malformed triple {short_repr(text)}: expected 'subject | predicate | object' "
             f"with exactly two '|' separators, found {len(parts) - 1}"
         )
     if not all(parts):
-        raise ValueError(f"{_where(index)}malformed triple {text!r}: subject, predicate and object must be non-empty")
+        raise ValueError(f"{_where(index)}malformed triple {short_repr(text)}: subject, predicate and object must be non-empty")
     return Triple(*parts)
 
 
+def _skip_spaces(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
 def parse_mr(text: str, index: Optional[int] = None) -> Table:
-    """Parse an E2E meaning representation ``name[The Eagle], eatType[coffee shop]``."""
+    """Parse an E2E meaning representation ``name[The Eagle], eatType[coffee shop]``.
+
+    A single left-to-right scan with ``str.find``: linear in the input, whatever
+    it holds (a regular expression with overlapping ``\s*`` runs was quadratic
+    on long runs of spaces).
+    """
     if not isinstance(text, str):
-        raise ValueError(f"{_where(index)}an E2E MR must be a str, got {type(text).__name__}: {text!r}")
+        raise ValueError(f"{_where(index)}an E2E MR must be a str, got {type(text).__name__}: {short_repr(text)}")
     stripped = text.strip()
     # tnt1/tnt2 E2E outputs carry surrounding single quotes.
     if len(stripped) >= 2 and stripped[0] == stripped[-1] == "'":
         stripped = stripped[1:-1].strip()
-    entries, pos = [], 0
-    while pos < len(stripped):
-        m = _MR_SLOT.match(stripped, pos)
-        if not m:
-            raise ValueError(f"{_where(index)}malformed E2E meaning representation {text!r} near {stripped[pos:pos + 30]!r}: expected 'slot[value], ...'")
-        attr, value = m.group(1).strip(), m.group(2).strip()
+    where = f"{_where(index)}malformed E2E meaning representation {short_repr(text)}"
+    entries, pos, n = [], 0, len(stripped)
+    while pos < n:
+        start = pos
+        open_ = stripped.find("[", pos)
+        name = stripped[pos:open_] if open_ >= 0 else stripped[pos:]
+        if open_ < 0 or "]" in name or "," in name:
+            raise ValueError(f"{where} near {short_repr(stripped[start:start + 30])}: expected 'slot[value], ...'")
+        attr = name.strip()
         if not attr:
-            raise ValueError(f"{_where(index)}malformed E2E meaning representation {text!r}: a slot has no name near {stripped[pos:pos + 30].strip()!r}")
+            raise ValueError(f"{where}: a slot has no name near {short_repr(stripped[start:start + 30].strip())}")
+        close = stripped.find("]", open_ + 1)
+        if close < 0 or "[" in stripped[open_ + 1 : close]:
+            raise ValueError(f"{where} near {short_repr(stripped[start:start + 30])}: expected 'slot[value], ...'")
+        value = stripped[open_ + 1 : close].strip()
         if not value:
-            raise ValueError(f"{_where(index)}malformed E2E meaning representation {text!r}: slot {attr!r} has an empty value")
+            raise ValueError(f"{where}: slot {short_repr(attr)} has an empty value")
         entries.append(AttributeValue(attr, value))
-        pos = m.end()
-        if pos < len(stripped):
+        pos = _skip_spaces(stripped, close + 1)
+        if pos < n:
             if stripped[pos] != ",":
-                raise ValueError(
-                    f"{_where(index)}malformed E2E meaning representation {text!r}: expected ',' after "
-                    f"{m.group(0).strip()!r}, found {stripped[pos:pos + 30]!r}"
-                )
-            pos += 1
-            if not stripped[pos:].strip():
-                raise ValueError(f"{_where(index)}malformed E2E meaning representation {text!r}: trailing ','")
+                slot = stripped[start : close + 1].strip()
+                raise ValueError(f"{where}: expected ',' after {short_repr(slot)}, found {short_repr(stripped[pos:pos + 30])}")
+            pos = _skip_spaces(stripped, pos + 1)
+            if pos == n:
+                raise ValueError(f"{where}: trailing ','")
     if not entries:
-        raise ValueError(f"{_where(index)}empty E2E meaning representation {text!r}")
+        raise ValueError(f"{_where(index)}empty E2E meaning representation {short_repr(text)}")
     return Table(entries, kind=E2E_MR, source=text)
 
 
+# No \s* around the tag: a pattern that can start a match at every space of
+# a long run of spaces made splitting quadratic; the parts are stripped instead.
+_TRIPLE_SEPARATOR = re.compile(r"<br\s*/?>|\n")
+
+
 def _split_triple_string(text: str) -> List[str]:
-    parts = re.split(r"\s*<br\s*/?>\s*|\n", text)
-    return [p for p in (p.strip() for p in parts) if p]
+    """Triple strings joined by ``<br>`` (``<br/>``, ``<br />``) or newlines."""
+    return [p for p in (p.strip() for p in _TRIPLE_SEPARATOR.split(text)) if p]
+
+
+def _value_string(attr: str, value: Any, item: Any, index: Optional[int]) -> str:
+    """A table value as a string: str as is, finite numbers written out."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        if isinstance(value, numbers.Integral):
+            return str(int(value))
+        if not math.isfinite(float(value)):
+            raise ValueError(f"{_where(index)}attribute-value pair {short_repr(item)}: the value of {short_repr(attr)} is {value!r}, not a usable number")
+        return str(float(value))
+    raise ValueError(f"{_where(index)}attribute-value pair {short_repr(item)} must be (str, str)")
 
 
 def _entry_from_sequence(item: Sequence, index: Optional[int]) -> Entry:
     if len(item) == 3:
-        values = [v for v in item]
+        values = list(item)
         if not all(isinstance(v, str) for v in values):
-            raise ValueError(f"{_where(index)}triple {item!r} must hold three strings")
+            raise ValueError(f"{_where(index)}triple {short_repr(item)} must hold three strings")
         values = [v.strip() for v in values]
         if not all(values):
-            raise ValueError(f"{_where(index)}triple {item!r} has an empty member")
+            raise ValueError(f"{_where(index)}triple {short_repr(item)} has an empty member")
         return Triple(*values)
     if len(item) == 2:
         attr, value = item
-        if not isinstance(attr, str) or not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            raise ValueError(f"{_where(index)}attribute-value pair {item!r} must be (str, str)")
-        value = str(value).strip()
+        if not isinstance(attr, str):
+            raise ValueError(f"{_where(index)}attribute-value pair {short_repr(item)} must be (str, str)")
         if not attr.strip():
-            raise ValueError(f"{_where(index)}attribute-value pair {item!r} has an empty attribute")
-        return AttributeValue(attr.strip(), value)
+            raise ValueError(f"{_where(index)}attribute-value pair {short_repr(item)} has an empty attribute")
+        return AttributeValue(attr.strip(), _value_string(attr, value, item, index))
     raise ValueError(
-        f"{_where(index)}table entry {item!r} has {len(item)} members; expected a triple (3) or an attribute-value pair (2)"
+        f"{_where(index)}table entry {short_repr(item)} has {len(item)} members; expected a triple (3) or an attribute-value pair (2)"
     )
+
+
+def _unwrap(table: Any, index: Optional[int]) -> Any:
+    """The table inside ``{"table": ...}`` / ``{"triples": ...}`` / ``{"mr": ...}`` wrappers.
+
+    Only a dict with that one key is a wrapper: ``{"name": "X", "table": "round"}``
+    is an attribute-value table whose attributes happen to include ``table``."""
+    depth = 0
+    while isinstance(table, dict) and len(table) == 1 and next(iter(table)) in WRAPPER_KEYS:
+        depth += 1
+        if depth > MAX_WRAPPER_DEPTH:
+            raise ValueError(
+                f"{_where(index)}table wrapped in more than {MAX_WRAPPER_DEPTH} nested "
+                f"{{'table'|'triples'|'mr': ...}} dicts (or a dict that contains itself)"
+            )
+        table = next(iter(table.values()))
+    return table
+
+
+def _dict_entries(table: dict, index: Optional[int]) -> List[Entry]:
+    if set(table) == {"subject", "predicate", "object"}:
+        return [_entry_from_sequence((table["subject"], table["predicate"], table["object"]), index)]
+    entries: List[Entry] = []
+    for attr, value in table.items():
+        if value is None:
+            # An absent attribute: a datasets column of dicts with differing
+            # keys gives every row all the keys, the missing ones as None.
+            continue
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if v is None:
+                raise ValueError(f"{_where(index)}attribute {short_repr(attr)} has a None among its values {short_repr(value)}")
+            entries.append(_entry_from_sequence((attr, v), index))
+    return entries
+
+
+def _list_entries(table: Sequence, index: Optional[int]) -> List[Entry]:
+    entries: List[Entry] = []
+    for item in table:
+        if item is None:
+            raise ValueError(f"{_where(index)}table entry is None in {short_repr(table)}")
+        if isinstance(item, (Triple, AttributeValue)):
+            entries.append(item)
+        elif isinstance(item, str):
+            for part in _split_triple_string(item):
+                entries.append(parse_triple(part, index))
+        elif isinstance(item, (list, tuple)):
+            entries.append(_entry_from_sequence(item, index))
+        elif isinstance(item, dict) and {"subject", "predicate", "object"} <= set(item):
+            entries.append(_entry_from_sequence((item["subject"], item["predicate"], item["object"]), index))
+        elif isinstance(item, dict) and {"attribute", "value"} <= set(item):
+            entries.append(_entry_from_sequence((item["attribute"], item["value"]), index))
+        else:
+            raise ValueError(f"{_where(index)}cannot read table entry {short_repr(item)} of type {type(item).__name__}")
+    return entries
+
+
+def _checked(entries: List[Entry], kind: str, source: Any, index: Optional[int]) -> Table:
+    if not entries:
+        raise ValueError(f"{_where(index)}empty table: {short_repr(source)} has no entries")
+    if kind == ATTRIBUTE_VALUE and not any(e.value for e in entries):
+        raise ValueError(f"{_where(index)}table {short_repr(source)} has no values: every entry's value is empty")
+    return Table(entries, kind=kind, source=source)
 
 
 def parse_table(table: Any, index: Optional[int] = None) -> Table:
@@ -229,15 +370,18 @@ def parse_table(table: Any, index: Optional[int] = None) -> Table:
     * an E2E meaning representation ``"name[The Eagle], eatType[pub]"``;
     * a list of such triple strings, of ``(s, p, o)`` triples or :class:`Triple`;
     * a list of ``(attribute, value)`` pairs or :class:`AttributeValue`;
-    * a dict ``{attribute: value}`` (a list value yields one record per item);
-    * a dict with ``"triples"`` or ``"table"`` holding one of the above.
+    * a dict ``{attribute: value}`` (a list value yields one record per item;
+      a ``None`` value means the attribute is absent, as Arrow fills the keys
+      a row lacks; numbers are written out, NaN and infinity are refused);
+    * a dict whose only key is ``"triples"``, ``"table"`` or ``"mr"``, holding
+      one of the above.
 
     Raises ``ValueError`` naming ``index`` and the offending input when the
-    table is ``None``, empty or malformed.
+    table is ``None``, empty or malformed. Parsing is linear in the input.
     """
+    table = _unwrap(table, index)
     if isinstance(table, Table):
-        if not table.entries:
-            raise ValueError(f"{_where(index)}empty table")
+        _checked(list(table.entries), table.kind, table, index)  # an empty Table is refused like any empty table
         return table
     if table is None:
         raise ValueError(f"{_where(index)}table is None")
@@ -245,96 +389,29 @@ def parse_table(table: Any, index: Optional[int] = None) -> Table:
         if not table.strip():
             raise ValueError(f"{_where(index)}empty table string")
         # No "|" but a bracket: an E2E MR (a malformed one gets the MR parser's message).
-        if "|" not in table and (_LOOKS_LIKE_MR.match(table.strip().strip("'")) or "[" in table):
+        if "|" not in table and "[" in table:
             return parse_mr(table, index)
-        return Table([parse_triple(t, index) for t in _split_triple_string(table)], kind=TRIPLES, source=table)
+        return _checked([parse_triple(t, index) for t in _split_triple_string(table)], TRIPLES, table, index)
     if isinstance(table, dict):
-        if set(table) == {"subject", "predicate", "object"}:
-            return Table([_entry_from_sequence((table["subject"], table["predicate"], table["object"]), index)], kind=TRIPLES, source=table)
-        for key in ("triples", "table", "mr"):
-            if key in table and len(table) <= 3:
-                return parse_table(table[key], index)
-        entries = []
-        for attr, value in table.items():
-            values = value if isinstance(value, (list, tuple)) else [value]
-            for v in values:
-                entries.append(_entry_from_sequence((attr, v), index))
-        if not entries:
-            raise ValueError(f"{_where(index)}empty table")
-        return Table(entries, kind=ATTRIBUTE_VALUE, source=table)
+        entries = _dict_entries(table, index)
+        kind = TRIPLES if entries and isinstance(entries[0], Triple) else ATTRIBUTE_VALUE
+        return _checked(entries, kind, table, index)
     if isinstance(table, (list, tuple)):
-        if not table:
-            raise ValueError(f"{_where(index)}empty table")
-        entries: List[Entry] = []
-        for item in table:
-            if item is None:
-                raise ValueError(f"{_where(index)}table entry is None in {table!r}")
-            if isinstance(item, (Triple, AttributeValue)):
-                entries.append(item)
-            elif isinstance(item, str):
-                for part in _split_triple_string(item):
-                    entries.append(parse_triple(part, index))
-            elif isinstance(item, (list, tuple)):
-                entries.append(_entry_from_sequence(item, index))
-            elif isinstance(item, dict) and {"subject", "predicate", "object"} <= set(item):
-                entries.append(_entry_from_sequence((item["subject"], item["predicate"], item["object"]), index))
-            elif isinstance(item, dict) and {"attribute", "value"} <= set(item):
-                entries.append(_entry_from_sequence((item["attribute"], item["value"]), index))
-            else:
-                raise ValueError(f"{_where(index)}cannot read table entry {item!r} of type {type(item).__name__}")
+        entries = _list_entries(table, index)
         kinds = {type(e) for e in entries}
         if len(kinds) > 1:
-            raise ValueError(f"{_where(index)}table mixes triples and attribute-value pairs: {table!r}")
-        kind = TRIPLES if Triple in kinds else ATTRIBUTE_VALUE
-        return Table(entries, kind=kind, source=table)
-    raise ValueError(f"{_where(index)}cannot read a table from {type(table).__name__}: {table!r}")
+            raise ValueError(f"{_where(index)}table mixes triples and attribute-value pairs: {short_repr(table)}")
+        return _checked(entries, TRIPLES if Triple in kinds else ATTRIBUTE_VALUE, table, index)
+    raise ValueError(f"{_where(index)}cannot read a table from {type(table).__name__}: {short_repr(table)}")
 
 
 def parse_tables(tables: Iterable[Any], n: Optional[int] = None, name: str = "tables") -> List[Table]:
     """Parse a list of tables, checking the count against ``n`` when given."""
     if tables is None:
         raise ValueError(f"{name} is None; pass one table per prediction")
+    if isinstance(tables, (str, bytes, dict, Table)) or not isinstance(tables, Iterable):
+        raise ValueError(f"{name} must be a list with one table per prediction, got {type(tables).__name__}: {short_repr(tables)}")
     tables = list(tables)
     if n is not None and len(tables) != n:
         raise ValueError(f"got {n} predictions but {len(tables)} {name}; pass exactly one table per prediction")
     return [parse_table(t, i) for i, t in enumerate(tables)]
-
-
-def check_texts(texts: Any, name: str = "predictions", allow_empty: bool = True) -> List[str]:
-    """Validate a list of strings, raising ``ValueError`` with the index of the first bad one."""
-    if texts is None:
-        raise ValueError(f"{name} is None; pass a list of strings")
-    if isinstance(texts, str):
-        raise ValueError(f"{name} must be a list of strings, got a single string")
-    texts = list(texts)
-    for i, t in enumerate(texts):
-        if t is None:
-            raise ValueError(f"example {i}: {name[:-1] if name.endswith('s') else name} is None")
-        if not isinstance(t, str):
-            raise ValueError(f"example {i}: {name[:-1] if name.endswith('s') else name} must be a str, got {type(t).__name__}: {t!r}")
-        if not allow_empty and not t.strip():
-            raise ValueError(f"example {i}: {name[:-1] if name.endswith('s') else name} is empty")
-    return texts
-
-
-def check_references(references: Any, n: int, name: str = "references") -> List[List[str]]:
-    """Normalize references to one list of strings per example."""
-    if references is None:
-        raise ValueError(f"{name} is None; pass one reference (or a list of references) per prediction")
-    references = list(references)
-    if len(references) != n:
-        raise ValueError(f"got {n} predictions but {len(references)} {name}; pass exactly one entry per prediction")
-    out = []
-    for i, refs in enumerate(references):
-        if refs is None:
-            raise ValueError(f"example {i}: reference is None")
-        if isinstance(refs, str):
-            refs = [refs]
-        refs = list(refs)
-        if not refs:
-            raise ValueError(f"example {i}: no reference given")
-        for r in refs:
-            if not isinstance(r, (str, list, tuple)):
-                raise ValueError(f"example {i}: reference must be a str, got {type(r).__name__}: {r!r}")
-        out.append(refs)
-    return out

@@ -7,7 +7,12 @@ import os
 import datasets
 import evaluate
 
-from d2t_metrics.tables import check_texts, parse_tables
+from d2t_metrics.inputs import SOURCE_TEXT
+from d2t_metrics.inputs import TABLE
+from d2t_metrics.inputs import TEXT
+from d2t_metrics.inputs import CheckedInputs
+from d2t_metrics.inputs import check_batch_size
+from d2t_metrics.inputs import decode_column
 
 from .arcs import DEFAULT_SPACY_MODEL
 from .arcs import load_spacy
@@ -111,32 +116,26 @@ def default_model_path():
     return None
 
 
-def sources_from_tables(tables, n):
+def source_texts(inputs):
+    """The source text of each stored input: a text as it is, a table verbalized
+    into one sentence per fact (templates, with the generic back-off)."""
     from d2t_metrics.verbalize import Verbalizer
 
     try:
         verbalizer = Verbalizer.from_names("webnlg", "e2e")
     except (OSError, ValueError, KeyError):
         verbalizer = Verbalizer()
-    return [verbalizer.verbalize_text(t) for t in parse_tables(tables, n)]
-
-
-def check_sources(sources, n):
-    if isinstance(sources, str) or sources is None:
-        raise ValueError("sources must be a list with one source text per prediction")
-    sources = list(sources)
-    if len(sources) != n:
-        raise ValueError(f"got {n} predictions but {len(sources)} sources; pass exactly one source per prediction")
-    for i, s in enumerate(sources):
-        if not isinstance(s, str):
-            raise ValueError(f"example {i}: source must be a string, got {type(s).__name__}")
-        if not s.strip():
-            raise ValueError(f"example {i}: source is empty")
-    return sources
+    return [x if isinstance(x, str) else verbalizer.verbalize_text(x) for x in inputs]
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class DAE(evaluate.Metric):
+class DAE(CheckedInputs, evaluate.Metric):
+    # One declared input column holds each prediction's source: a table
+    # (tables=) or a text (sources=), so that evaluate.combine with the
+    # table-based metrics carries it; a text is stored as {"kind": "text"}.
+    INPUTS = {"predictions": TEXT, "tables": TABLE}
+    ALTERNATIVE_INPUTS = {"sources": ("tables", SOURCE_TEXT)}
+
     def __init__(self, *args, model=None, spacy_model=DEFAULT_SPACY_MODEL, device=None, dtype=None, max_length=None, **kwargs):
         super().__init__(*args, **kwargs)
         if self.config_name not in CONFIGS:
@@ -153,7 +152,7 @@ class DAE(evaluate.Metric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value("string")}),
+            features=datasets.Features({"predictions": datasets.Value("string"), "tables": datasets.Value("string", id="source")}),
             codebase_urls=["https://github.com/tagoyal/dae-factuality"],
             reference_urls=["https://aclanthology.org/2020.findings-emnlp.322"],
         )
@@ -193,21 +192,16 @@ class DAE(evaluate.Metric):
         length = self.max_length or DEFAULT_MAX_LENGTH
         return f"dae|config:{self.config_name}|model:{model}|spacy:{spacy_name}|max_len:{length}|version:1.0"
 
-    def _compute(self, predictions, sources=None, tables=None, per_example=False, batch_size=32, show_progress=True, threshold=THRESHOLD):
-        texts = check_texts(predictions)
-        for i, t in enumerate(texts):
-            if t is None:
-                raise ValueError(f"example {i}: prediction is None")
-        if sources is not None:
-            srcs = check_sources(sources, len(texts))
-        elif tables is not None:
-            srcs = sources_from_tables(tables, len(texts))
-        else:
-            raise ValueError("DAE needs the input of every prediction: pass sources= (texts) or tables= (data)")
-        if not 0.0 < float(threshold) < 1.0:
-            raise ValueError(f"threshold must be in (0, 1), got {threshold}")
-        if int(batch_size) < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+    def _check_option_values(self, options):
+        threshold = options.get("threshold", THRESHOLD)
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < float(threshold) < 1.0:
+            raise ValueError(f"threshold must be a number in (0, 1), got {threshold!r}")
+        check_batch_size(options.get("batch_size", 32))
+
+    def _compute(self, predictions, tables, per_example=False, batch_size=32, show_progress=True, threshold=THRESHOLD):
+        # Checked by compute()/add_batch()/add() before evaluate stored them.
+        texts = predictions
+        srcs = source_texts(decode_column(tables, table_only=False))
         scorer = self._load_scorer()
         examples = scorer.score(srcs, texts, batch_size=int(batch_size), show_progress=show_progress, threshold=float(threshold))
         n = max(len(examples), 1)

@@ -6,7 +6,11 @@ import os
 import datasets
 import evaluate
 
-from d2t_metrics.tables import check_texts, parse_tables
+from d2t_metrics.inputs import TABLE
+from d2t_metrics.inputs import TEXT
+from d2t_metrics.inputs import CheckedInputs
+from d2t_metrics.inputs import check_batch_size
+from d2t_metrics.inputs import decode_column
 
 from .checks import combine
 from .checks import corpus_summary
@@ -98,7 +102,9 @@ def make_verbalizer(config_name, templates=None):
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class NLISemanticAccuracy(evaluate.Metric):
+class NLISemanticAccuracy(CheckedInputs, evaluate.Metric):
+    INPUTS = {"predictions": TEXT, "tables": TABLE}
+
     def __init__(self, *args, model=DEFAULT_MODEL, device=None, dtype=None, max_length=None, templates=None, **kwargs):
         super().__init__(*args, **kwargs)
         if self.config_name not in CONFIGS:
@@ -115,7 +121,8 @@ class NLISemanticAccuracy(evaluate.Metric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value("string")}),
+            # Tables are stored as one canonical JSON string each (d2t_metrics.inputs).
+            features=datasets.Features({"predictions": datasets.Value("string"), "tables": datasets.Value("string", id="table")}),
             codebase_urls=["https://github.com/ufal/nlgi_eval"],
             reference_urls=["https://aclanthology.org/2020.inlg-1.19"],
         )
@@ -129,9 +136,13 @@ class NLISemanticAccuracy(evaluate.Metric):
             self.scorer = NLIScorer(self.model_name, device=self.device_name, dtype=self.dtype, max_length=self.max_length)
         return self.scorer
 
-    def _compute(self, predictions, tables=None, per_example=False, batch_size=32, show_progress=True, e2e_ignore_restaurant=False):
-        texts = check_texts(predictions)
-        parsed = parse_tables(tables, len(texts))
+    def _check_option_values(self, options):
+        check_batch_size(options.get("batch_size", 32))
+
+    def _compute(self, predictions, tables, per_example=False, batch_size=32, show_progress=True, e2e_ignore_restaurant=False):
+        # Checked by compute()/add_batch()/add() before evaluate stored them.
+        texts = predictions
+        parsed = decode_column(tables)
         facts = [make_facts(t, self.verbalizer, e2e_ignore_restaurant) for t in parsed]
         scorer = self._load_scorer()
 

@@ -5,6 +5,16 @@ from itertools import repeat
 import datasets
 import evaluate
 
+from d2t_metrics.inputs import REFERENCES
+from d2t_metrics.inputs import TABLE
+from d2t_metrics.inputs import TEXT
+from d2t_metrics.inputs import CheckedInputs
+from d2t_metrics.inputs import as_list
+from d2t_metrics.inputs import check_encoded
+from d2t_metrics.inputs import check_references
+from d2t_metrics.inputs import check_text
+from d2t_metrics.inputs import check_texts
+from d2t_metrics.tables import short_repr
 from d2t_metrics.tokenize import MemoTokenizer
 
 from .cooccurrence import load_counts
@@ -14,6 +24,7 @@ from .scoring import DEFAULT_SMOOTHING
 from .scoring import OVERLAP
 from .scoring import corpus_scores
 from .scoring import parent_tokenized
+from .table_tokens import encode_token_table
 from .table_tokens import to_token_tables
 
 _CITATION = """\
@@ -69,6 +80,13 @@ Args:
         reference with their table entailment and counts to each example.
     n_jobs (`int`): worker processes (-1: all cores); results do not change.
     show_progress (`bool`): progress bar (also off with D2T_NO_PROGRESS=1).
+    batch_size: accepted and ignored (PARENT runs no model), so that
+        evaluate.combine can pass the common options to every metric.
+
+    predictions, references and tables are declared inputs: add(),
+    add_batch(), num_process shards and evaluate.combine carry them. Every
+    example is checked before evaluate stores it (ValueError naming the
+    argument and example index).
 
 Returns:
     precision (`float`): mean entailed precision.
@@ -115,66 +133,52 @@ def _is_token_list(obj) -> bool:
     return isinstance(obj, (list, tuple)) and all(map(isinstance, obj, repeat(str)))
 
 
-class _TokenTables(list):
-    """Tables already checked and tokenized by compute(), handed to _compute as they are."""
-
-
-def _normalize_inputs(predictions, references):
+def _normalize_inputs(predictions, references, offset=0):
     """Check predictions and references and bring references to one list per example.
 
     Raises ValueError naming the example index. Predictions are all strings
     (raw mode) or all token lists (pre-tokenized mode).
     """
-    if predictions is None:
-        raise ValueError("predictions is None; pass a list of strings (or of token lists)")
-    if isinstance(predictions, str):
-        raise ValueError("predictions must be a list of strings, got a single string")
-    predictions = list(predictions)
-    if references is None:
-        raise ValueError("references is None; pass one reference (or a list of references) per prediction")
-    if isinstance(references, str):
-        raise ValueError("references must be a list with one entry per prediction, got a single string")
-    references = list(references)
+    predictions = as_list(predictions, "predictions")
+    tokenized = bool(predictions) and isinstance(predictions[0], (list, tuple))
+    if not tokenized:
+        predictions = check_texts(predictions, "predictions", offset=offset)
+        return predictions, check_references(references, len(predictions), offset=offset), False
+    references = as_list(references, "references")
     if len(references) != len(predictions):
         raise ValueError(f"got {len(predictions)} predictions but {len(references)} references; pass exactly one entry per prediction")
-    tokenized = bool(predictions) and not isinstance(predictions[0], str) and predictions[0] is not None
     out_refs = []
     for i, (pred, refs) in enumerate(zip(predictions, references)):
-        if pred is None:
-            raise ValueError(f"example {i}: prediction is None")
+        i += offset
+        if not _is_token_list(pred):
+            raise ValueError(f"example {i}: prediction must be a list of token strings like the others, got {short_repr(pred)}")
+        for token in pred:
+            check_text(token, "prediction token", i)
         if refs is None:
             raise ValueError(f"example {i}: reference is None")
-        if tokenized:
-            if not _is_token_list(pred):
-                raise ValueError(f"example {i}: prediction must be a list of token strings like the others, got {pred!r}")
-            if _is_token_list(refs) and (not refs or isinstance(refs[0], str)):
-                refs = [refs]  # one tokenized reference
-            refs = list(refs)
-            for r in refs:
-                if not _is_token_list(r):
-                    raise ValueError(f"example {i}: a tokenized reference must be a list of strings, got {r!r}")
-        else:
-            if not isinstance(pred, str):
-                raise ValueError(f"example {i}: prediction must be a str, got {type(pred).__name__}: {pred!r}")
-            if isinstance(refs, str):
-                refs = [refs]
-            if not isinstance(refs, (list, tuple)):
-                raise ValueError(f"example {i}: references must be a str or a list of str, got {type(refs).__name__}")
-            refs = list(refs)
-            for r in refs:
-                if not isinstance(r, str):
-                    raise ValueError(f"example {i}: reference must be a str, got {type(r).__name__}: {r!r}")
+        if _is_token_list(refs) and (not refs or isinstance(refs[0], str)):
+            refs = [refs]  # one tokenized reference
+        refs = list(refs)
         if not refs:
             raise ValueError(f"example {i}: no reference given")
-        out_refs.append(refs)
-    return predictions, out_refs, tokenized
+        for r in refs:
+            if not _is_token_list(r):
+                raise ValueError(f"example {i}: a tokenized reference must be a list of strings, got {short_repr(r)}")
+            for token in r:
+                check_text(token, "reference token", i)
+        out_refs.append([list(r) for r in refs])
+    return [list(p) for p in predictions], out_refs, True
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class Parent(evaluate.Metric):
+class Parent(CheckedInputs, evaluate.Metric):
     """PARENT-W / PARENT-C with exact parity to the reference implementation."""
 
+    INPUTS = {"predictions": TEXT, "references": REFERENCES, "tables": TABLE}
+
     def _info(self):
+        # Tables are stored as one canonical JSON string each (d2t_metrics.inputs),
+        # so they travel with their predictions through add_batch and num_process shards.
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
@@ -184,12 +188,14 @@ class Parent(evaluate.Metric):
                     {
                         "predictions": datasets.Value("string", id="sequence"),
                         "references": datasets.Sequence(datasets.Value("string", id="sequence"), id="references"),
+                        "tables": datasets.Value("string", id="table"),
                     }
                 ),
                 datasets.Features(
                     {
                         "predictions": datasets.Sequence(datasets.Value("string", id="token")),
                         "references": datasets.Sequence(datasets.Sequence(datasets.Value("string", id="token")), id="references"),
+                        "tables": datasets.Value("string", id="table"),
                     }
                 ),
             ],
@@ -197,33 +203,30 @@ class Parent(evaluate.Metric):
             reference_urls=["https://aclanthology.org/P19-1483"],
         )
 
-    def compute(self, *, predictions=None, references=None, **kwargs):
-        """Validates inputs (ValueError naming the example) before evaluate stores them, then computes."""
-        if predictions is None and references is None:
-            return super().compute(**kwargs)  # batches were added with add_batch()
-        predictions, references, _ = _normalize_inputs(predictions, references)
-        if not predictions:
-            raise ValueError("predictions is empty; PARENT needs at least one example")
-        # Bad tables fail here, before any work; the tokenized tables are reused by _compute.
-        tokenize = MemoTokenizer(kwargs.get("tokenizer", "whitespace"))
-        kwargs["tables"] = _TokenTables(to_token_tables(kwargs.get("tables"), len(predictions), tokenize))
-        self._checked = True
-        try:
-            return super().compute(predictions=predictions, references=references, **kwargs)
-        finally:
-            self._checked = False
-
-    def add_batch(self, *, predictions=None, references=None, **kwargs):
-        """Validates a batch (ValueError naming the example) and adds it; tables go to compute()."""
-        if not getattr(self, "_checked", False) and (predictions is not None or references is not None):
-            predictions, references, _ = _normalize_inputs(predictions, references)
-        return super().add_batch(predictions=predictions, references=references, **kwargs)
+    def _checked_columns(self, given, offset):
+        # Pre-tokenized predictions, references and tables are PARENT's own forms.
+        predictions, references, _ = _normalize_inputs(given.get("predictions"), given.get("references"), offset)
+        tables = as_list(given.get("tables"), "tables") if given.get("tables") is not None else None
+        if tables is None:
+            raise ValueError("tables is None; PARENT needs one table per prediction (tables=...)")
+        if len(tables) != len(predictions):
+            raise ValueError(f"got {len(predictions)} predictions but {len(tables)} tables; pass exactly one table per prediction")
+        encoded, memo = [], {}
+        for i, table in enumerate(tables):
+            if isinstance(table, str) and table in memo:  # one input table, many systems' outputs
+                encoded.append(memo[table])
+                continue
+            value = check_encoded(encode_token_table(table, offset + i), "table", offset + i)
+            if isinstance(table, str):
+                memo[table] = value
+            encoded.append(value)
+        return {"predictions": predictions, "references": references, "tables": encoded}
 
     def _compute(
         self,
         predictions,
         references,
-        tables=None,
+        tables,
         lambda_weight=None,
         smoothing=DEFAULT_SMOOTHING,
         max_order=DEFAULT_MAX_ORDER,
@@ -234,18 +237,13 @@ class Parent(evaluate.Metric):
         return_ngrams=False,
         n_jobs=1,
         show_progress=True,
+        batch_size=None,
     ):
-        # Inputs come back from evaluate's Arrow store, typed by the features and
-        # checked by compute()/add_batch(); only add() can slip a None through.
-        for name, column in (("prediction", predictions), ("reference", references)):
-            if None in column:
-                raise ValueError(f"example {column.index(None)}: {name} is None")
+        # Inputs come back from evaluate's Arrow store, checked by compute(),
+        # add_batch() or add() before they were stored.
         tokenized = not isinstance(predictions[0], str)
         tokenize = MemoTokenizer(tokenizer)
-        if isinstance(tables, _TokenTables):
-            token_tables = tables
-        else:
-            token_tables = to_token_tables(tables, len(predictions), tokenize)
+        token_tables = to_token_tables(tables, tokenize)
         if not tokenized:
             predictions = [tokenize(p) for p in predictions]
             references = [[tokenize(r) for r in refs] for refs in references]

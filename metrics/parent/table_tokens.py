@@ -23,6 +23,7 @@ head_tokens + tail_tokens)`` (the same tokens the reference uses for triples).
 
 from __future__ import annotations
 
+import json
 from itertools import repeat
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
@@ -30,6 +31,9 @@ from d2t_metrics.tables import Table, parse_table
 
 TokenEntry = Tuple[Tuple[str, ...], Tuple[str, ...]]
 TokenTable = Tuple[TokenEntry, ...]
+
+TOKENS = "tokens"
+_TOKENS_PREFIX = '{"kind": "tokens"'
 
 
 def _where(index: Optional[int]) -> str:
@@ -102,23 +106,39 @@ def to_token_table(table: Any, tokenize: Callable[[str], Sequence[str]], index: 
     return check_token_table(table_to_tokens(parse_table(table, index), tokenize), index)
 
 
-def to_token_tables(tables: Any, n: int, tokenize: Callable[[str], Sequence[str]]) -> List[TokenTable]:
-    """Token tables for ``n`` examples; string tables repeated across examples are built once."""
-    if tables is None:
-        raise ValueError("tables is None; PARENT needs one table per prediction (tables=...)")
-    if isinstance(tables, (str, Table)):
-        raise ValueError("tables must be a list with one table per prediction, got a single table")
-    tables = list(tables)
-    if len(tables) != n:
-        raise ValueError(f"got {n} predictions but {len(tables)} tables; pass exactly one table per prediction")
+def encode_token_table(table: Any, index: Optional[int] = None) -> str:
+    """A table as PARENT stores it in evaluate's ``tables`` column.
+
+    Pre-tokenized tables are checked and kept as tokens
+    (``{"kind": "tokens", "entries": ...}``); any other form is parsed and
+    stored canonically (``d2t_metrics.inputs.encode_table``), so the tokenizer
+    chosen at compute time still applies."""
+    from d2t_metrics.inputs import encode_table
+
+    if table is None:
+        raise ValueError(f"{_where(index)}table is None")
+    if is_pretokenized_table(table):
+        check_token_table(pretokenized_table(table, index), index)
+        return json.dumps({"kind": TOKENS, "entries": [[list(member) for member in entry] for entry in table]}, ensure_ascii=False)
+    return encode_table(table, index)
+
+
+def decode_token_table(encoded: str, tokenize: Callable[[str], Sequence[str]], index: Optional[int] = None) -> TokenTable:
+    """The token entries of a stored table (see :func:`encode_token_table`)."""
+    from d2t_metrics.inputs import decode_table
+
+    if encoded.startswith(_TOKENS_PREFIX):
+        return check_token_table(pretokenized_table(json.loads(encoded)["entries"], index), index)
+    return check_token_table(table_to_tokens(decode_table(encoded, index), tokenize), index)
+
+
+def to_token_tables(encoded: Sequence[str], tokenize: Callable[[str], Sequence[str]]) -> List[TokenTable]:
+    """Token tables of a stored column; a table repeated across examples is built once."""
     memo = {}
     out = []
-    for i, table in enumerate(tables):
-        if isinstance(table, str):
-            built = memo.get(table)
-            if built is None:
-                built = memo[table] = to_token_table(table, tokenize, i)
-            out.append(built)
-        else:
-            out.append(to_token_table(table, tokenize, i))
+    for i, value in enumerate(encoded):
+        built = memo.get(value)
+        if built is None:
+            built = memo[value] = decode_token_table(value, tokenize, i)
+        out.append(built)
     return out
