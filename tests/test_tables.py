@@ -345,3 +345,134 @@ def test_e2e_csv_loader_small_file(tmp_path):
     examples = load_e2e_csv(str(path))
     assert len(examples) == 1
     assert examples[0].references == ["A serves French food.", "French food at A."]
+
+
+# ---------------------------------------------------------------------------
+# Hostile input: only ValueError escapes, in linear time, whatever the nesting
+
+
+def test_empty_tables_are_refused():
+    for empty in ("<br>", " <br/> ", [""], ["<br>", "\n"], {"name": None}, [("born", "")]):
+        with pytest.raises(ValueError, match="example 0: (empty table|table .* has no values)"):
+            parse_tables([empty], n=1)
+
+
+def test_an_attribute_named_like_a_wrapper_is_an_attribute():
+    table = parse_table({"name": "X", "table": "round", "mr": "yes"})
+    assert table.kind == ATTRIBUTE_VALUE and [tuple(e) for e in table] == [("name", "X"), ("table", "round"), ("mr", "yes")]
+    # A dict whose only key is "table"/"triples"/"mr" is a wrapper.
+    assert parse_table({"triples": {"table": "A | p | B"}}) == parse_table("A | p | B")
+
+
+def test_members_are_typed_and_numbers_must_be_finite():
+    with pytest.raises(ValueError, match="subject must be a str, got int"):
+        Triple(1, 2, 3)
+    with pytest.raises(ValueError, match="value must be a str, got NoneType"):
+        AttributeValue("born", None)
+    assert [tuple(e) for e in parse_table({"name": "X", "rating": 5, "price": 2.5})] == [("name", "X"), ("rating", "5"), ("price", "2.5")]
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(ValueError, match="not a usable number"):
+            parse_table({"name": "X", "rating": bad})
+    with pytest.raises(ValueError, match="must be a list with one table per prediction, got int"):
+        parse_tables(-82)
+    with pytest.raises(ValueError, match="got str"):
+        parse_tables("A | p | B")
+
+
+def _nested(depth, leaf, key="table"):
+    for _ in range(depth):
+        leaf = {key: leaf}
+    return leaf
+
+
+def test_deep_and_self_referencing_nesting_is_a_value_error():
+    with pytest.raises(ValueError, match="nested"):
+        parse_table(_nested(3000, "A | p | B"))
+    looping = {}
+    looping["table"] = looping
+    with pytest.raises(ValueError, match="contains itself"):
+        parse_table(looping)
+    deep_list = "x"
+    for _ in range(100_000):
+        deep_list = [deep_list]
+    with pytest.raises(ValueError) as info:
+        parse_table(deep_list)
+    assert len(str(info.value)) < 400  # the message quotes a bounded repr
+    self_list = []
+    self_list.append(self_list)
+    with pytest.raises(ValueError):
+        parse_table([self_list])
+    # A shallow wrapper still works.
+    assert parse_table(_nested(8, "A | p | B")) == parse_table("A | p | B")
+
+
+MEGABYTE = 1_000_000
+ADVERSARIAL = [
+    "Alan" + " " * MEGABYTE + "Bean | p | o",
+    "name" + " " * MEGABYTE + "[x]",
+    "name[" + " " * MEGABYTE,
+    " " * MEGABYTE + "[",
+    "<br" + " " * MEGABYTE,
+    "<br " * (MEGABYTE // 4),
+    "[" * MEGABYTE,
+    "]" * MEGABYTE,
+    "|" * MEGABYTE,
+    "a[b]," * (MEGABYTE // 5) + "c[d]",
+    "a[b] " * (MEGABYTE // 5),
+    "A | p | B<br>" * (MEGABYTE // 12),
+    "A | p | B\n" * (MEGABYTE // 10),
+    ", " * (MEGABYTE // 2),
+    "'" + "a[b], " * (MEGABYTE // 6) + "'",
+]
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL, ids=[repr(t[:12]) for t in ADVERSARIAL])
+def test_a_megabyte_parses_in_under_a_second(text):
+    import time
+
+    from d2t_metrics.inputs import encode_table
+
+    start = time.perf_counter()
+    try:
+        encode_table(text)
+    except ValueError as e:
+        assert len(str(e)) < 400
+    assert time.perf_counter() - start < 1.0
+
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+_KEYS = st.sampled_from(["table", "triples", "mr", "subject", "predicate", "object", "attribute", "value", "name", "born"]) | st.text(max_size=5)
+_LEAVES = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
+    | st.lists(st.sampled_from(list("ab |[]<>/r,\n'\" _") + ["<br>", "name[", "\u00fc", "\ud800"]), max_size=12).map("".join)
+)
+_TABLES = st.recursive(_LEAVES, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner, inner) | st.dictionaries(_KEYS, inner, max_size=4), max_leaves=30)
+
+
+@hypothesis.settings(max_examples=400, deadline=None)
+@hypothesis.given(_TABLES)
+def test_fuzz_only_value_errors_and_lossless_encoding(raw):
+    from d2t_metrics.inputs import decode_table, encode_table
+
+    try:
+        table = parse_table(raw)
+    except ValueError:
+        return
+    assert len(table) > 0
+    assert decode_table(encode_table(table)) == table
+
+
+@hypothesis.settings(max_examples=25, deadline=None)
+@hypothesis.given(st.text(alphabet=st.sampled_from(list(" a|[],<br/>\n'")), min_size=1, max_size=8))
+def test_fuzz_a_repeated_pattern_of_a_megabyte_parses_in_under_a_second(pattern):
+    import time
+
+    text = pattern * (MEGABYTE // len(pattern))
+    start = time.perf_counter()
+    try:
+        parse_table(text)
+    except ValueError:
+        pass
+    assert time.perf_counter() - start < 1.0
