@@ -175,7 +175,8 @@ class ModuleScorer(Scorer):
             params = inspect.signature(self.metric._compute).parameters
         except (TypeError, ValueError):
             params = {}
-        self._accepts = set(params) | ({"*"} if not params or any(p.kind == p.VAR_KEYWORD for p in params.values()) else set())
+        # Inputs a metric declares (d2t_metrics.inputs) need not be _compute parameters (DAE's sources=).
+        self._accepts = set(params) | set(getattr(self.metric, "accepted_inputs", ())) | ({"*"} if not params or any(p.kind == p.VAR_KEYWORD for p in params.values()) else set())
         settings = {k: p.default for k, p in params.items() if k not in NOT_SETTINGS and isinstance(p.default, (str, int, float, bool, type(None))) and p.default is not inspect.Parameter.empty}
         settings.update(self.compute_kwargs)
         self.signature = self._metric_signature() or _signature_from(module, config, self.model, settings)

@@ -317,9 +317,9 @@ class CheckedInputs:
             if name == "predictions":
                 continue
             fillers = [alt for alt, (column, _) in self.ALTERNATIVE_INPUTS.items() if column == name and alt in given]
-            if name in given and fillers:
-                raise ValueError(f"pass {name}= or {fillers[0]}=, not both")
             if fillers:
+                # The more specific input wins (DAE: sources= texts over tables=),
+                # so one call can give tables to the table metrics of a combine.
                 columns[name] = self._check_column(fillers[0], self.ALTERNATIVE_INPUTS[fillers[0]][1], given[fillers[0]], n, offset)
             else:
                 if name not in given:
@@ -353,6 +353,11 @@ class CheckedInputs:
 
     def _check_option_values(self, options: Dict[str, Any]) -> None:
         """Refuse bad option values before anything is stored (metrics override this)."""
+
+    @property
+    def accepted_inputs(self) -> Tuple[str, ...]:
+        """Every input keyword: the declared features and the alternatives that fill them."""
+        return tuple(self.INPUTS) + tuple(self.ALTERNATIVE_INPUTS)
 
     def _call_signature(self, singular: bool = False) -> str:
         names = []

@@ -116,8 +116,9 @@ def test_dae_sources_travel_as_well(dae_rule):
     dae_rule.add_batch(predictions=PREDICTIONS[:3], sources=sources[:3])
     dae_rule.add_batch(predictions=PREDICTIONS[3:], sources=sources[3:])
     assert dae_rule.compute(per_example=True, show_progress=False) == expected
-    with pytest.raises(ValueError, match="not both"):
-        dae_rule.compute(predictions=PREDICTIONS, sources=sources, tables=TABLES)
+    # Given both, DAE reads the source texts (the tables are for the other metrics of a combine).
+    assert dae_rule.compute(predictions=PREDICTIONS, sources=sources, tables=TABLES, per_example=True, show_progress=False) == expected
+    assert dae_rule.accepted_inputs == ("predictions", "tables", "sources")
 
 
 def test_two_processes_with_interleaved_shards(tmp_path):

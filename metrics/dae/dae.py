@@ -59,7 +59,10 @@ Args:
     tables (list): alternatively, the input data of each prediction in any
         form d2t_metrics.tables.parse_table reads ("s | p | o" strings, E2E
         MRs, attribute-value lists); verbalized into sentences. When both
-        are given, sources are used.
+        are given, sources are used. tables is a declared input (sources
+        are stored in its column), so add(), add_batch(), num_process
+        shards and evaluate.combine carry it; every input is checked
+        before evaluate stores it (ValueError naming the example).
     per_example (bool): also return "examples", one dict per prediction.
     batch_size (int): (source, hypothesis) segments per forward pass (default 32).
     show_progress (bool): show a progress bar (default True).

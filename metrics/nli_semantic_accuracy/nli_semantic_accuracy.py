@@ -56,7 +56,9 @@ Args:
         d2t_metrics.tables.parse_table reads: WebNLG "s | p | o" strings
         (several joined by <br> or given as a list), (s, p, o) triples,
         E2E meaning representations "name[X], eatType[pub]", attribute-value
-        lists or dicts.
+        lists or dicts. A declared input: add(), add_batch(), num_process
+        shards and evaluate.combine carry it; every input is checked before
+        evaluate stores it (ValueError naming the example).
     per_example (bool): also return "examples", one dict per prediction.
     batch_size (int): NLI pairs per forward pass (default 32).
     show_progress (bool): show a progress bar (default True).
