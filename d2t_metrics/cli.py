@@ -3,48 +3,119 @@
 ::
 
     d2t-metrics score --metrics parent,nli_semantic_accuracy \\
-        --input examples/examples.jsonl --output scores.jsonl
+        --input examples/examples.jsonl --output scores.jsonl [--overwrite]
 
-Each input line is a JSON object::
+Input
+    Each input line is a JSON object::
 
-    {"id": "ex1", "prediction": "...", "references": ["...", ...],
-     "table": <any table form parse_table reads>, "source": "..."}
+        {"id": "ex1", "prediction": "...", "references": ["...", ...],
+         "table": <any table form parse_table reads>, "source": "..."}
 
-``id``, ``references``, ``table`` and ``source`` are optional, but a metric
-that needs one of them is skipped (with a message on stderr) when the input
-lacks it. Each output line holds the input's ``id`` (the line's 0-based index
-when it had none) and, per metric that ran, that example's dict from
-``compute(..., per_example=True)``, unchanged. Corpus scores are printed as a
-table on stdout, or as JSON with ``--json``.
+    ``id``, ``references``, ``table`` and ``source`` are optional. The file is
+    UTF-8 (a byte-order mark is accepted); empty lines are skipped. The whole
+    file is checked before any metric loads: every problem (not UTF-8, not
+    JSON, a field of the wrong type, a table ``parse_table`` refuses, a string
+    with a lone surrogate) is reported with the file's 1-based line number,
+    and the command exits 2.
 
-Metrics are the folders ``metrics/<name>/<name>.py`` of the repository (or of
-``--metrics-dir``), loaded with ``evaluate.load(path, config, model=...)``. A
-metric with a folder ``checkpoints/<name>/`` gets ``model=<that folder>`` by
-default, so it works offline; ``--model NAME=PATH_OR_HUB_ID`` overrides it.
-Metrics whose model or libraries are missing are skipped, with the reason on
-stderr; the command exits 0 when at least one metric ran.
+Metrics
+    Metrics are the folders ``metrics/<name>/<name>.py`` of the repository (or
+    of ``--metrics-dir``); an unknown name is an error (exit 2). A metric with
+    a folder ``checkpoints/<name>/`` gets ``model=<that folder>`` by default,
+    so it works offline; ``--model NAME=PATH_OR_HUB_ID`` overrides it.
+
+    A metric needs an input column (``references``, ``tables``, ``sources``)
+    when it declares it as an evaluate feature or its ``_compute`` takes it
+    without a default; a column named in the metric's ``ALTERNATIVE_INPUTS``
+    can stand in for it (DAE's ``sources`` for ``tables``, preferred when the
+    input has both). Optional columns the metric takes are passed when every
+    line has them.
+
+    Whether a metric uses a model is known only once it is constructed: the
+    metric may say so with a ``uses_model`` attribute (bool); otherwise the
+    configurations its class lists in ``MODEL_FREE_CONFIGS`` (DAE's ``rule``) use none, and
+    any other metric whose constructor takes ``model`` uses the one it reports
+    as ``model_name`` (or the one it was given). A configuration in
+    ``MODEL_FREE_CONFIGS`` is given no model at all (a ``--model`` for it is
+    ignored with a warning), and "running NAME" names a model only when the
+    constructed metric uses one. All metrics are constructed and their inputs
+    planned before any of them loads a model (evaluate loads models in
+    ``download_and_prepare``, or metrics load them when they compute), so the
+    skips for missing columns come first, and a configuration a metric refuses
+    (``ValueError`` from its constructor, with ``--config``) is a usage error.
+
+Outcomes and exit codes
+    A metric that cannot run here (its model or a library is missing, or the
+    input lacks a column it needs) is *skipped*, with the reason on stderr.
+    Any other error while it loads or scores (a ``ValueError`` from a
+    ``compute`` that rejects the input included) is a *failure*: reported as
+    ``d2t-metrics: error: NAME failed: ...``; the other metrics still run.
+
+    * 0: at least one metric ran and none failed (some may have been skipped);
+    * 1: a metric failed, or no metric ran, or the output could not be written;
+    * 2: a usage or input error, reported before any metric ran;
+    * 130: interrupted (Ctrl-C): one line on stderr, no traceback; the
+      metrics that finished are kept (written, and printed), and the line
+      names those kept and those not run.
+
+Output
+    Each output line holds the input's ``id`` (the example's 0-based index when
+    it had none) and, per metric that ran, that example's dict from
+    ``compute(..., per_example=True)``, unchanged. Corpus scores are printed as
+    a table on stdout, or as JSON with ``--json``.
+
+    ``--output`` is checked before anything is scored: it must not be a
+    directory, its folder must exist or be creatable and writable, and an
+    existing file is replaced only with ``--overwrite`` (exit 2 otherwise). It
+    is written atomically (a temporary file in the same folder, then
+    ``os.replace``), so a failed or interrupted write leaves the old file
+    whole. A symbolic link is followed: the file it points to is replaced.
+    Lines are UTF-8 JSON; a line holding a string UTF-8 cannot encode (a lone
+    surrogate in a metric's result) is written with ``\\uXXXX`` escapes
+    instead, which is still valid JSON and reads back to the same string.
+
+``--no-progress`` hides every progress bar: the metrics' own, and those of
+transformers, huggingface_hub, datasets and evaluate (``D2T_NO_PROGRESS=1`` is
+set before any metric loads); the previous settings are restored afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
+import contextlib
+import importlib
 import inspect
 import json
 import math
 import os
+import re
+import stat
 import sys
+import tempfile
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, TextIO
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(PACKAGE_DIR)
 
-EXIT_OK, EXIT_NOTHING_RAN, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+# compute() argument -> the input line's field that fills it.
+INPUT_FIELDS = {"references": "references", "tables": "table", "sources": "source"}
 
 
 class UsageError(Exception):
     """Bad command-line arguments or input file; reported without a traceback."""
+
+
+class Skip(Exception):
+    """A metric that cannot run on this input or machine; the message says why."""
+
+
+class MetricFailed(Exception):
+    """A metric that ran but gave a result the command cannot use; the message says why."""
 
 
 # ---------------------------------------------------------------------------
@@ -58,68 +129,174 @@ class Corpus:
     references: Optional[List[List[str]]]
     tables: Optional[List[Any]]
     sources: Optional[List[str]]
-    missing: Dict[str, List[int]] = field(default_factory=dict)  # field -> lines lacking it
+    line_numbers: List[int] = field(default_factory=list)  # the file's 1-based line of each example
+    missing_lines: Dict[str, List[int]] = field(default_factory=dict)  # input field -> lines lacking it
 
     def __len__(self) -> int:
         return len(self.predictions)
+
+    def column(self, argument: str) -> Optional[list]:
+        """The values for compute argument ``argument``, or ``None`` when some line lacks them."""
+        return {"references": self.references, "tables": self.tables, "sources": self.sources}[argument]
 
 
 def read_corpus(path: str) -> Corpus:
     """Read and check a JSONL input file; problems raise :class:`UsageError` naming the line."""
     if path == "-":
-        return _read_lines(sys.stdin, "<stdin>")
+        if not hasattr(sys.stdin, "buffer"):  # already text (a replaced sys.stdin)
+            return parse_corpus(sys.stdin.read(), "<stdin>")
+        return parse_corpus(decode_utf8(sys.stdin.buffer.read(), "<stdin>"), "<stdin>")
     if not os.path.isfile(path):
         raise UsageError(f"input file {path!r} does not exist")
-    with open(path, encoding="utf-8") as f:
-        return _read_lines(f, path)
+    with open(path, "rb") as f:
+        data = f.read()
+    return parse_corpus(decode_utf8(data, path), path)
 
 
-def _read_lines(f: TextIO, name: str) -> Corpus:
-    rows = []
-    for lineno, line in enumerate(f, 1):
+def decode_utf8(data: bytes, name: str) -> str:
+    """``data`` as text; a leading BOM is dropped, anything else that is not UTF-8 is a :class:`UsageError`."""
+    start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return data[start:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        offset = start + e.start
+        line = data.count(b"\n", 0, offset) + 1
+        raise UsageError(
+            f"{name} is not UTF-8 (byte 0x{data[offset]:02x} at offset {offset}, line {line}); "
+            "re-encode it, e.g. iconv -f latin1 -t utf-8"
+        ) from None
+
+
+def parse_corpus(text: str, name: str) -> Corpus:
+    rows: List[Dict[str, Any]] = []
+    line_numbers: List[int] = []
+    # Only "\n" ends a line: JSON strings may hold U+2028 and other characters
+    # that str.splitlines() would split on.
+    for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UsageError(f"{name}, line {lineno}: not valid JSON ({e.msg})") from None
-        if not isinstance(row, dict):
-            raise UsageError(f"{name}, line {lineno}: expected a JSON object, got {type(row).__name__}")
-        where = f"{name}, line {lineno} (example {len(rows)})"
-        pred = row.get("prediction")
-        if not isinstance(pred, str):
-            raise UsageError(f"{where}: 'prediction' must be a string, got {pred!r}")
-        refs = row.get("references")
-        if refs is not None:
-            if isinstance(refs, str):
-                refs = [refs]
-            if not isinstance(refs, list) or not refs or not all(isinstance(r, str) for r in refs):
-                raise UsageError(f"{where}: 'references' must be a non-empty list of strings, got {row.get('references')!r}")
-            row["references"] = refs
-        source = row.get("source")
-        if source is not None and not isinstance(source, str):
-            raise UsageError(f"{where}: 'source' must be a string, got {source!r}")
-        rows.append(row)
+        rows.append(check_row(parse_line(line, f"{name}, line {lineno}"), f"{name}, line {lineno}"))
+        line_numbers.append(lineno)
     if not rows:
         raise UsageError(f"{name}: no examples (the file is empty)")
 
     def column(key):
         values = [r.get(key) for r in rows]
-        missing = [i for i, v in enumerate(values) if v is None]
+        missing = [line for line, v in zip(line_numbers, values) if v is None]
         return (None if missing else values), missing
 
     references, missing_refs = column("references")
     tables, missing_tables = column("table")
     sources, missing_sources = column("source")
-    ids = [r.get("id", i) for i, r in enumerate(rows)]
     return Corpus(
-        ids=ids,
+        ids=[r.get("id", i) for i, r in enumerate(rows)],
         predictions=[r["prediction"] for r in rows],
         references=references,
         tables=tables,
         sources=sources,
-        missing={"references": missing_refs, "table": missing_tables, "source": missing_sources},
+        line_numbers=line_numbers,
+        missing_lines={"references": missing_refs, "table": missing_tables, "source": missing_sources},
     )
+
+
+def parse_line(line: str, where: str) -> Dict[str, Any]:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{where}: not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise UsageError(f"{where}: not valid JSON (nested too deeply)") from None
+    if not isinstance(row, dict):
+        raise UsageError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    return row
+
+
+def check_row(row: Dict[str, Any], where: str) -> Dict[str, Any]:
+    """The row with ``references`` as a list; a problem raises :class:`UsageError` starting with ``where``."""
+    from .tables import parse_table
+
+    pred = row.get("prediction")
+    if not isinstance(pred, str):
+        raise UsageError(f"{where}: 'prediction' must be a string, got {_short(pred)}")
+    refs = row.get("references")
+    if refs is not None:
+        if isinstance(refs, str):
+            refs = [refs]
+        if not isinstance(refs, list) or not refs or not all(isinstance(r, str) for r in refs):
+            raise UsageError(f"{where}: 'references' must be a non-empty list of strings, got {_short(row.get('references'))}")
+        row["references"] = refs
+    source = row.get("source")
+    if source is not None and not isinstance(source, str):
+        raise UsageError(f"{where}: 'source' must be a string, got {_short(source)}")
+    # Strings that UTF-8 cannot encode break tokenizers, Arrow and the output
+    # file later on; json.loads makes them from escapes such as "\ud800".
+    for key in ("id", "prediction", "references", "source", "table"):
+        bad = lone_surrogate(row.get(key))
+        if bad is not None:
+            raise UsageError(f"{where}: {key!r} is not valid Unicode (lone surrogate {bad!r})")
+    table = row.get("table")
+    if table is not None:
+        try:
+            parse_table(table)
+        except ValueError as e:
+            raise UsageError(f"{where}: table: {e}") from None
+    return row
+
+
+def lone_surrogate(value: Any) -> Optional[str]:
+    """The first lone surrogate in any string (or dict key) inside ``value``, else ``None``."""
+    stack = [value]
+    while stack:  # iterative: a deeply nested table must not hit the recursion limit
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as e:
+                return item[e.start]
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# ---------------------------------------------------------------------------
+# Output path
+
+
+def check_output_path(path: str, overwrite: bool) -> None:
+    """Fail now, before any scoring, if ``path`` cannot be written."""
+    if os.path.isdir(path):
+        raise UsageError(f"--output {path!r} is a directory")
+    target = os.path.realpath(path)
+    if os.path.lexists(path):
+        if not overwrite:
+            raise UsageError(f"--output {path!r} already exists; pass --overwrite to replace it")
+        if os.path.exists(target) and not os.path.isfile(target):
+            # os.replace would swap out a device or FIFO for a regular file.
+            raise UsageError(f"--output {path!r} is not a regular file")
+    folder = nearest_existing_folder(os.path.dirname(target))
+    if not os.path.isdir(folder):
+        raise UsageError(f"cannot write --output {path!r}: {folder!r} is not a directory")
+    # A real probe, not os.access: it also catches read-only file systems, and root.
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".d2t-metrics-probe-")
+        os.close(fd)
+        os.remove(probe)
+    except OSError as e:
+        raise UsageError(f"cannot write --output {path!r}: directory {folder!r} is not writable ({e.strerror})") from None
+
+
+def nearest_existing_folder(folder: str) -> str:
+    while not os.path.lexists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    return folder
 
 
 # ---------------------------------------------------------------------------
@@ -156,6 +333,16 @@ def available_metrics(metrics_dir: str) -> List[str]:
     )
 
 
+def check_metric_names(names: Sequence[str], known: Sequence[str], metrics_dir: str) -> None:
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        listed = ", ".join(map(repr, unknown))
+        raise UsageError(
+            f"unknown metric{'s' if len(unknown) > 1 else ''} {listed} (no {os.path.join(metrics_dir, '<name>', '<name>.py')}); "
+            f"available: {', '.join(known) or 'none'}"
+        )
+
+
 def default_model(name: str, checkpoints_dir: Optional[str]) -> Optional[str]:
     """``checkpoints/<name>/`` when it exists and is not empty."""
     if not checkpoints_dir:
@@ -185,12 +372,26 @@ def _feature_sets(metric) -> List[Any]:
     return list(features) if isinstance(features, (list, tuple)) else [features]
 
 
+def declared_inputs(metric) -> List[str]:
+    """The input names the metric declares as evaluate features, in any of its feature sets."""
+    names: List[str] = []
+    for features in _feature_sets(metric):
+        names.extend(n for n in features if n not in names)
+    return names
+
+
 def reference_feature(metric):
     """The ``references`` feature of the metric's first feature set that has one, else ``None``."""
     for features in _feature_sets(metric):
         if "references" in features:
             return features["references"]
     return None
+
+
+def alternative_inputs(metric) -> Dict[str, str]:
+    """``{keyword: column it fills}`` from the metric's ``ALTERNATIVE_INPUTS`` (DAE: sources → tables)."""
+    spec = getattr(metric, "ALTERNATIVE_INPUTS", None) or {}
+    return {alt: (column[0] if isinstance(column, (tuple, list)) else column) for alt, column in spec.items()}
 
 
 def _is_sequence_feature(feature) -> bool:
@@ -202,56 +403,123 @@ def compute_parameters(metric) -> Dict[str, inspect.Parameter]:
     return dict(inspect.signature(metric._compute).parameters)
 
 
-class Skip(Exception):
-    """A metric that cannot run on this input or machine; the message says why."""
+def plan_inputs(metric, corpus: Corpus) -> Dict[str, list]:
+    """The input columns to pass to ``compute``: ``{argument: values}``; :class:`Skip` when one it needs is missing."""
+    declared = declared_inputs(metric)
+    params = compute_parameters(metric)
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    alternatives = alternative_inputs(metric)
+
+    def needs(arg):
+        p = params.get(arg)
+        return arg in declared or (p is not None and p.default is inspect.Parameter.empty)
+
+    def accepts(arg):
+        return arg in params or takes_any or arg in declared or arg in alternatives
+
+    chosen: Dict[str, list] = {}
+    for arg in INPUT_FIELDS:
+        if not needs(arg):
+            continue
+        # An alternative first: that is what DAE's compute() itself prefers.
+        substitutes = [alt for alt, column in alternatives.items() if column == arg and alt in INPUT_FIELDS]
+        present = [c for c in substitutes + [arg] if corpus.column(c) is not None]
+        if not present:
+            raise Skip(lacking_message(arg, substitutes, corpus))
+        chosen[present[0]] = corpus.column(present[0])
+    filled = {alternatives.get(arg, arg) for arg in chosen}
+    for arg in INPUT_FIELDS:
+        if arg in chosen or needs(arg) or alternatives.get(arg) in filled:
+            continue  # passing a column and its alternative together is refused ("not both")
+        if accepts(arg) and corpus.column(arg) is not None:
+            chosen[arg] = corpus.column(arg)
+    return chosen
+
+
+def lacking_message(argument: str, substitutes: Sequence[str], corpus: Corpus) -> str:
+    """``it needs tables (or sources), but line 2 has no 'table' and lines 1, 2 have no 'source'``."""
+    gaps = [f"{_lines(corpus.missing_lines[INPUT_FIELDS[a]])} no {INPUT_FIELDS[a]!r}" for a in [argument, *substitutes]]
+    alternatives = f" (or {', '.join(substitutes)})" if substitutes else ""
+    return f"it needs {argument}{alternatives}, but " + " and ".join(gaps)
+
+
+def _lines(lines: List[int], limit: int = 5) -> str:
+    """``"line 3 has"`` or ``"lines 1, 2 have"``: the subject and verb of a sentence about those lines."""
+    if len(lines) == 1:
+        return f"line {lines[0]} has"
+    shown = ", ".join(str(n) for n in lines[:limit])
+    return f"lines {shown}" + (f" and {len(lines) - limit} more" if len(lines) > limit else "") + " have"
 
 
 def build_compute_kwargs(metric, corpus: Corpus, batch_size: Optional[int], show_progress: bool) -> Dict[str, Any]:
+    kwargs: Dict[str, Any] = {"predictions": corpus.predictions, **plan_inputs(metric, corpus)}
+    ref_feature = reference_feature(metric)
+    if "references" in kwargs and ref_feature is not None and not _is_sequence_feature(ref_feature):
+        kwargs["references"] = [refs[0] for refs in kwargs["references"]]
     params = compute_parameters(metric)
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-
-    def accepts(name):
-        return name in params or takes_any
-
-    def required(name):
-        p = params.get(name)
-        return p is not None and p.default is inspect.Parameter.empty
-
-    kwargs: Dict[str, Any] = {"predictions": corpus.predictions}
-    ref_feature = reference_feature(metric)
-    if ref_feature is not None:
-        if corpus.references is None:
-            raise Skip(f"it needs references, which lines {_lines(corpus.missing['references'])} lack")
-        if _is_sequence_feature(ref_feature):
-            kwargs["references"] = corpus.references
-        else:
-            kwargs["references"] = [refs[0] for refs in corpus.references]
-    for key, arg in (("table", "tables"), ("source", "sources")):
-        values = corpus.tables if key == "table" else corpus.sources
-        if values is not None and accepts(arg):
-            kwargs[arg] = values
-        elif required(arg):
-            raise Skip(f"it needs {arg}, but lines {_lines(corpus.missing[key])} have no {key!r}")
-    if not accepts("per_example"):
+    if "per_example" not in params and not takes_any:
         raise Skip("its compute() has no per_example argument, so per-example scores cannot be written")
     kwargs["per_example"] = True
-    if accepts("show_progress"):
+    if "show_progress" in params or takes_any:
         kwargs["show_progress"] = show_progress
-    if batch_size is not None and accepts("batch_size"):
+    if batch_size is not None and ("batch_size" in params or takes_any):
         kwargs["batch_size"] = batch_size
     return kwargs
 
 
-def _lines(indices: List[int], limit: int = 5) -> str:
-    shown = ", ".join(str(i + 1) for i in indices[:limit])
-    return shown + (f" and {len(indices) - limit} more" if len(indices) > limit else "")
+def unpassed_note(metric, corpus: Corpus, kwargs: Dict[str, Any]) -> str:
+    """A hint for a failure: columns the metric takes that were not passed because some lines lack them."""
+    params = compute_parameters(metric)
+    notes = [
+        f"{_lines(corpus.missing_lines[key])} no {key!r}, so no {arg} were passed"
+        for arg, key in INPUT_FIELDS.items()
+        if arg not in kwargs and arg in params and corpus.missing_lines.get(key) and len(corpus.missing_lines[key]) < len(corpus)
+    ]
+    return f" (note: {'; '.join(notes)})" if notes else ""
 
 
-def load_metric(path: str, config: Optional[str], model: Optional[str]):
-    import evaluate
+def load_metric_class(path: str):
+    """The metric's class and module hash, imported as ``evaluate.load`` does, without constructing it."""
+    from evaluate.loading import DownloadMode, evaluation_module_factory, import_main_class
 
-    kwargs = {} if model is None else {"model": model}
-    return evaluate.load(path, config, **kwargs) if config else evaluate.load(path, **kwargs)
+    module = evaluation_module_factory(path, download_mode=DownloadMode.REUSE_DATASET_IF_EXISTS)
+    return import_main_class(module.module_path), module.hash
+
+
+def _takes_model(cls) -> bool:
+    """Whether the metric's constructor has a ``model`` argument (evaluate drops unknown ones silently)."""
+    try:
+        params = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return True
+    return "model" in params
+
+
+def _model_free_config(cls, config: Optional[str]) -> bool:
+    """Configurations a metric class lists in ``MODEL_FREE_CONFIGS`` run without a model."""
+    return config is not None and config in tuple(getattr(cls, "MODEL_FREE_CONFIGS", ()))
+
+
+def choose_model(name: str, cls, config: Optional[str], requested: Optional[str], checkpoint: Optional[str]):
+    """``(model to construct the metric with, warning or None)``: ``--model`` if given, else the
+    default checkpoint; none for a metric or configuration that takes no model."""
+    if not _takes_model(cls):
+        return None, (f"{name} takes no model; ignoring model {requested!r}" if requested else None)
+    if _model_free_config(cls, config):
+        return None, (f"{name} uses no model with config {config!r}; ignoring model {requested!r}" if requested else None)
+    return requested or checkpoint, None
+
+
+def model_in_use(metric, given: Optional[str]) -> Optional[str]:
+    """The model the constructed metric will load, for the "running" line; ``None`` when it uses none."""
+    uses = getattr(metric, "uses_model", None)
+    if callable(uses):
+        uses = uses()
+    if uses is False:
+        return None
+    name = getattr(metric, "model_name", None)
+    return str(name) if name is not None else given
 
 
 def _skip_reason(error: BaseException) -> Optional[str]:
@@ -265,6 +533,89 @@ def _skip_reason(error: BaseException) -> Optional[str]:
     if isinstance(error, OSError) and ("model" in str(error).lower() or "huggingface" in str(error).lower()):
         return f"its model is not available: {error}"
     return None
+
+
+@dataclass
+class PreparedMetric:
+    """A constructed metric whose model is not loaded yet, with its compute() arguments."""
+
+    name: str
+    metric: Any
+    config: Optional[str]
+    model: Optional[str]  # the model it uses, as reported; None when it uses none
+    kwargs: Dict[str, Any]
+
+
+@dataclass
+class MetricRun:
+    name: str
+    scores: Dict[str, Any]
+    examples: List[Dict[str, Any]]
+    model: Optional[str]
+
+
+def prepare_metric(name, path, config, requested_model, checkpoint, corpus, batch_size, show_progress) -> PreparedMetric:
+    """Construct one metric (no model is loaded) and plan its inputs; :class:`Skip` when it cannot run."""
+    try:
+        cls, module_hash = load_metric_class(path)
+    except Exception as e:  # noqa: BLE001 - turned into a reason or re-raised
+        reason = _skip_reason(e)
+        if reason is None:
+            raise
+        raise Skip(reason) from e
+    model, warning = choose_model(name, cls, config, requested_model, checkpoint)
+    if warning:
+        print(f"d2t-metrics: warning: {warning}", file=sys.stderr)
+    try:
+        metric = cls(config_name=config, hash=module_hash, **({} if model is None else {"model": model}))
+    except Exception as e:  # noqa: BLE001
+        reason = _skip_reason(e)
+        if reason is not None:
+            raise Skip(reason) from e
+        if isinstance(e, ValueError) and config is not None:
+            raise UsageError(f"--config {name}={config}: {e}") from None
+        raise
+    kwargs = build_compute_kwargs(metric, corpus, batch_size, show_progress)
+    return PreparedMetric(name=name, metric=metric, config=config, model=model_in_use(metric, model), kwargs=kwargs)
+
+
+def run_metric(prepared: PreparedMetric, corpus: Corpus) -> MetricRun:
+    """Load the metric's model and score; :class:`Skip` when it cannot run here, any other error when it fails."""
+    metric = prepared.metric
+    try:
+        metric.download_and_prepare()  # where evaluate.load loads models
+        result = metric.compute(**prepared.kwargs)
+    except Exception as e:  # noqa: BLE001 - turned into a reason or re-raised
+        reason = _skip_reason(e)
+        if reason is None:
+            raise
+        raise Skip(reason) from e
+    if not isinstance(result, dict):
+        raise MetricFailed(f"compute() returned {type(result).__name__}, not a dict")
+    examples = result.get("examples")
+    if not isinstance(examples, list) or len(examples) != len(corpus):
+        got = "no 'examples'" if examples is None else f"{len(examples) if isinstance(examples, list) else type(examples).__name__} examples"
+        raise MetricFailed(f"compute(per_example=True) gave {got} for {len(corpus)} inputs")
+    return MetricRun(name=prepared.name, scores=corpus_scores(result), examples=examples, model=prepared.model)
+
+
+def failure_message(error: Exception, prepared: Optional[PreparedMetric], corpus: Corpus) -> str:
+    if isinstance(error, MetricFailed):
+        return str(error)
+    note = unpassed_note(prepared.metric, corpus, prepared.kwargs) if prepared is not None else ""
+    if isinstance(error, ValueError):
+        return f"it rejected the input: {with_line_numbers(str(error), corpus)}{note}"
+    return f"{type(error).__name__}: {error}{note}"
+
+
+def with_line_numbers(message: str, corpus: Corpus) -> str:
+    """Metrics name examples by 0-based index ("example 4: ..."); add the input line."""
+
+    def replace(match):
+        i = int(match.group(1))
+        return f"line {corpus.line_numbers[i]} (example {i}):" if 0 <= i < len(corpus.line_numbers) else match.group(0)
+
+    return re.sub(r"\bexample (\d+):", replace, message)
 
 
 def corpus_scores(result: Dict[str, Any]) -> Dict[str, Any]:
@@ -286,51 +637,46 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _takes_model(metric) -> bool:
-    """Whether the metric's constructor has a ``model`` argument (evaluate drops unknown ones silently)."""
+# ---------------------------------------------------------------------------
+# Progress bars
+
+# (module, is-enabled, disable, enable): the switches of each library's bars.
+_PROGRESS_SWITCHES = (
+    ("huggingface_hub.utils", lambda m: not m.are_progress_bars_disabled(), "disable_progress_bars", "enable_progress_bars"),
+    ("transformers.utils.logging", lambda m: m.is_progress_bar_enabled(), "disable_progress_bar", "enable_progress_bar"),
+    ("datasets", lambda m: m.is_progress_bar_enabled(), "disable_progress_bars", "enable_progress_bars"),
+    ("evaluate.utils.logging", lambda m: m.is_progress_bar_enabled(), "disable_progress_bar", "enable_progress_bar"),
+)
+
+
+@contextlib.contextmanager
+def progress_bars_silenced(silence: bool) -> Iterator[None]:
+    """Hide every progress bar while the metrics load and run; the settings are restored afterwards,
+    since main() may run inside a longer-lived process (tests, notebooks)."""
+    if not silence:
+        yield
+        return
+    saved_env = os.environ.get("D2T_NO_PROGRESS")
+    os.environ["D2T_NO_PROGRESS"] = "1"  # read by d2t_metrics.models when a metric loads
+    restore = []
+    for module_name, is_enabled, disable, enable in _PROGRESS_SWITCHES:
+        try:
+            module = importlib.import_module(module_name)
+            was_enabled = is_enabled(module)
+            getattr(module, disable)()
+        except (ImportError, AttributeError):
+            continue  # library absent, or a version without the switch
+        if was_enabled:
+            restore.append(getattr(module, enable))
     try:
-        params = inspect.signature(type(metric).__init__).parameters
-    except (TypeError, ValueError):
-        return True
-    return "model" in params
-
-
-@dataclass
-class MetricRun:
-    name: str
-    scores: Dict[str, Any]
-    examples: List[Dict[str, Any]]
-    model: Optional[str]
-
-
-def run_metric(name, path, config, model, corpus, batch_size, show_progress) -> MetricRun:
-    """Load and run one metric; raises :class:`Skip` with the reason when it cannot run."""
-    try:
-        metric = load_metric(path, config, model)
-    except Exception as e:  # noqa: BLE001 - turned into a reason or re-raised
-        reason = _skip_reason(e)
-        if reason is None:
-            raise
-        raise Skip(reason) from e
-    if model is not None and not _takes_model(metric):
-        print(f"d2t-metrics: warning: {name} takes no model; ignoring model {model!r}", file=sys.stderr)
-    kwargs = build_compute_kwargs(metric, corpus, batch_size, show_progress)
-    try:
-        result = metric.compute(**kwargs)
-    except ValueError as e:
-        raise Skip(f"it rejected the input: {e}") from e
-    except Exception as e:  # noqa: BLE001
-        reason = _skip_reason(e)
-        if reason is None:
-            raise
-        raise Skip(reason) from e
-    if not isinstance(result, dict):
-        raise Skip(f"compute() returned {type(result).__name__}, not a dict")
-    examples = result.get("examples")
-    if not isinstance(examples, list) or len(examples) != len(corpus):
-        got = "no 'examples'" if examples is None else f"{len(examples) if isinstance(examples, list) else type(examples).__name__} examples"
-        raise Skip(f"compute(per_example=True) gave {got} for {len(corpus)} inputs")
-    return MetricRun(name=name, scores=corpus_scores(result), examples=examples, model=model)
+        yield
+    finally:
+        for enable in reversed(restore):
+            enable()
+        if saved_env is None:
+            os.environ.pop("D2T_NO_PROGRESS", None)
+        else:
+            os.environ["D2T_NO_PROGRESS"] = saved_env
 
 
 # ---------------------------------------------------------------------------
@@ -363,19 +709,84 @@ def _json_default(value):
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
+def encode_line(row: Dict[str, Any]) -> bytes:
+    """One output line as UTF-8 JSON; ``\\u`` escapes when a string has a lone surrogate UTF-8 cannot hold."""
+    text = json.dumps(row, ensure_ascii=False, default=_json_default)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(row, ensure_ascii=True, default=_json_default) + "\n").encode("ascii")
+
+
+def output_lines(corpus: Corpus, runs: Sequence[MetricRun]) -> List[bytes]:
+    lines = []
+    for i, example_id in enumerate(corpus.ids):
+        row = {"id": example_id}
+        for run in runs:
+            row[run.name] = run.examples[i]
+        lines.append(encode_line(row))
+    return lines
+
+
+def write_atomically(path: str, chunks: Sequence[bytes]) -> None:
+    """Write ``path`` through a temporary file in its folder and ``os.replace``: readers see
+    the old file or the whole new one, and a failed or interrupted write leaves the old file."""
+    target = os.path.realpath(path)
+    folder = os.path.dirname(target)
+    os.makedirs(folder, exist_ok=True)
+    mode = _file_mode(target)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)  # mkstemp makes it 0600
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def _file_mode(path: str) -> int:
+    """The existing file's permissions, else the ones ``open()`` would give a new file."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def write_output(path: str, corpus: Corpus, runs: Sequence[MetricRun]) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for i, example_id in enumerate(corpus.ids):
-            row = {"id": example_id}
-            for run in runs:
-                row[run.name] = run.examples[i]
-            f.write(json.dumps(row, ensure_ascii=False, default=_json_default) + "\n")
+    # Every line is encoded before the file is touched, so an unwritable value
+    # fails here with the old file intact.
+    write_atomically(path, output_lines(corpus, runs))
+
+
+def print_scores(runs: Sequence[MetricRun], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({run.name: run.scores for run in runs}, indent=2, default=_json_default))
+    else:
+        print(format_table(runs))
 
 
 # ---------------------------------------------------------------------------
 # Commands
+
+
+@dataclass
+class Outcome:
+    """What happened to each requested metric, in order."""
+
+    runs: List[MetricRun] = field(default_factory=list)
+    skipped: List[str] = field(default_factory=list)
+    failed: List[str] = field(default_factory=list)
+
+    def settled(self) -> set:
+        return {r.name for r in self.runs} | set(self.skipped) | set(self.failed)
 
 
 def score(args) -> int:
@@ -385,45 +796,111 @@ def score(args) -> int:
     if len(set(names)) != len(names):
         raise UsageError(f"--metrics names a metric twice: {args.metrics}")
     metrics_dir = find_metrics_dir(args.metrics_dir)
+    check_metric_names(names, available_metrics(metrics_dir), metrics_dir)
     checkpoints_dir = find_checkpoints_dir(args.checkpoints_dir, metrics_dir)
     models = parse_assignments(args.model, "--model", names)
     configs = parse_assignments(args.config, "--config", names)
-    corpus = read_corpus(args.input)
-    if args.no_progress:
-        os.environ["D2T_NO_PROGRESS"] = "1"
-    show_progress = not args.no_progress
-
-    runs: List[MetricRun] = []
-    skipped: List[tuple] = []
-    known = available_metrics(metrics_dir)
-    for name in names:
-        path = os.path.join(metrics_dir, name)
-        if name not in known:
-            skipped.append((name, f"no metric module {os.path.join(path, name + '.py')} (available: {', '.join(known) or 'none'})"))
-            continue
-        model = models.get(name) or default_model(name, checkpoints_dir)
-        print(f"d2t-metrics: running {name}" + (f" with model {model}" if model else ""), file=sys.stderr)
-        try:
-            runs.append(run_metric(name, path, configs.get(name), model, corpus, args.batch_size, show_progress))
-        except Skip as e:
-            skipped.append((name, str(e)))
-        except Exception as e:  # noqa: BLE001 - one broken metric must not hide the others
-            traceback.print_exc(file=sys.stderr)
-            skipped.append((name, f"it failed with {type(e).__name__}: {e}"))
-
-    for name, reason in skipped:
-        print(f"d2t-metrics: skipped {name}: {reason}", file=sys.stderr)
-    if not runs:
-        print("d2t-metrics: no metric ran; nothing written", file=sys.stderr)
-        return EXIT_NOTHING_RAN
     if args.output:
-        write_output(args.output, corpus, runs)
+        check_output_path(args.output, args.overwrite)
+    corpus = read_corpus(args.input)
+
+    outcome = Outcome()
+    current = None
+    try:
+        with progress_bars_silenced(args.no_progress):
+            prepared = prepare_all(names, metrics_dir, checkpoints_dir, models, configs, corpus, args, outcome)
+            for p in prepared:
+                current = p.name
+                print(f"d2t-metrics: running {describe(p)}", file=sys.stderr)
+                try:
+                    outcome.runs.append(run_metric(p, corpus))
+                except Skip as e:
+                    report_skip(p.name, str(e), outcome)
+                except Exception as e:  # noqa: BLE001 - one broken metric must not hide the others
+                    report_failure(p.name, e, p, corpus, outcome)
+            current = None
+    except KeyboardInterrupt:
+        return finish_interrupted(args, names, corpus, outcome, current)
+
+    if not outcome.runs:
+        print("d2t-metrics: no metric ran; nothing written", file=sys.stderr)
+        return EXIT_FAILED
+    if args.output:
+        try:
+            write_output(args.output, corpus, outcome.runs)
+        except (OSError, TypeError, ValueError) as e:
+            print(f"d2t-metrics: error: cannot write {args.output}: {e}", file=sys.stderr)
+            return EXIT_FAILED
         print(f"d2t-metrics: wrote {len(corpus)} lines to {args.output}", file=sys.stderr)
-    if args.json:
-        print(json.dumps({run.name: run.scores for run in runs}, indent=2, default=_json_default))
+    print_scores(outcome.runs, args.json)
+    return EXIT_FAILED if outcome.failed else EXIT_OK
+
+
+def prepare_all(names, metrics_dir, checkpoints_dir, models, configs, corpus, args, outcome) -> List[PreparedMetric]:
+    """Construct every metric and plan its inputs before any loads a model, so that
+    skips for missing input columns and bad configurations show up at once."""
+    prepared = []
+    for name in names:
+        try:
+            prepared.append(
+                prepare_metric(
+                    name, os.path.join(metrics_dir, name), configs.get(name), models.get(name),
+                    default_model(name, checkpoints_dir), corpus, args.batch_size, not args.no_progress,
+                )
+            )
+        except UsageError:
+            raise  # a bad --config: stop before anything runs
+        except Skip as e:
+            report_skip(name, str(e), outcome)
+        except Exception as e:  # noqa: BLE001
+            report_failure(name, e, None, corpus, outcome)
+    return prepared
+
+
+def describe(prepared: PreparedMetric) -> str:
+    text = prepared.name
+    if prepared.model:
+        text += f" with model {prepared.model}"
+    if prepared.config:
+        text += f" (config {prepared.config})"
+    return text
+
+
+def report_skip(name: str, reason: str, outcome: Outcome) -> None:
+    outcome.skipped.append(name)
+    print(f"d2t-metrics: skipped {name}: {reason}", file=sys.stderr)
+
+
+def report_failure(name: str, error: Exception, prepared: Optional[PreparedMetric], corpus: Corpus, outcome: Outcome) -> None:
+    outcome.failed.append(name)
+    # A rejected input or an unusable result is explained by its message; anything else is a bug worth its traceback.
+    if not isinstance(error, (ValueError, MetricFailed)):
+        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+    print(f"d2t-metrics: error: {name} failed: {failure_message(error, prepared, corpus)}", file=sys.stderr)
+
+
+def finish_interrupted(args, names: Sequence[str], corpus: Corpus, outcome: Outcome, current: Optional[str]) -> int:
+    """Keep what finished: write and print it; then one line on stderr saying what was kept and what was not run."""
+    settled = outcome.settled()
+    not_run = [n for n in names if n not in settled]
+    where = f"while running {current}" if current else "before scoring"
+    parts = [f"d2t-metrics: interrupted {where}"]
+    if outcome.runs:
+        kept = ", ".join(r.name for r in outcome.runs)
+        if args.output:
+            try:
+                write_output(args.output, corpus, outcome.runs)
+                kept += f" (written to {args.output})"
+            except (OSError, TypeError, ValueError, KeyboardInterrupt) as e:
+                kept += f" (not written: {type(e).__name__}: {e})" if not isinstance(e, KeyboardInterrupt) else " (not written)"
+        parts.append(f"kept {kept}")
+        print_scores(outcome.runs, args.json)
     else:
-        print(format_table(runs))
-    return EXIT_OK
+        parts.append("no metric finished, nothing written")
+    if not_run:
+        parts.append(f"not run: {', '.join(not_run)}")
+    print("; ".join(parts), file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def list_metrics(args) -> int:
@@ -446,15 +923,20 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--metrics-dir", help="folder holding metrics/<name>/<name>.py (default: the repository's metrics/)")
     common.add_argument("--checkpoints-dir", help="folder holding checkpoints/<name>/ default models (default: the repository's checkpoints/)")
 
-    s = sub.add_parser("score", parents=[common], help="score a JSONL file", description=__doc__.split("::")[0].strip())
+    s = sub.add_parser(
+        "score", parents=[common], help="score a JSONL file", description=__doc__.split("::")[0].strip(),
+        epilog="exit status: 0 no metric failed and at least one ran (others may be skipped); "
+        "1 a metric failed, none ran, or the output could not be written; 2 usage or input error; 130 interrupted",
+    )
     s.add_argument("--metrics", required=True, help="comma-separated metric names, e.g. parent,nli_semantic_accuracy")
     s.add_argument("--input", required=True, help="JSONL input ('-' for stdin)")
-    s.add_argument("--output", help="JSONL output with one line of per-example scores per input line")
+    s.add_argument("--output", help="JSONL output with one line of per-example scores per input line (written atomically)")
+    s.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     s.add_argument("--json", action="store_true", help="print corpus scores as JSON instead of a table")
     s.add_argument("--model", action="append", default=[], metavar="NAME=PATH_OR_HUB_ID", help="model for a metric (repeatable)")
     s.add_argument("--config", action="append", default=[], metavar="NAME=CONFIG", help="configuration of a metric (repeatable)")
     s.add_argument("--batch-size", type=int, help="batch size for model-based metrics")
-    s.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    s.add_argument("--no-progress", action="store_true", help="hide all progress bars")
     s.set_defaults(func=score)
 
     ls = sub.add_parser("list", parents=[common], help="list the metrics and their default models")
@@ -472,6 +954,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except UsageError as e:
         print(f"d2t-metrics: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:  # while reading the input, before anything ran
+        print("d2t-metrics: interrupted; nothing written", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

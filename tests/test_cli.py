@@ -8,7 +8,8 @@ import textwrap
 
 import pytest
 
-from d2t_metrics.cli import corpus_scores, main, read_corpus, UsageError
+from d2t_metrics import cli
+from d2t_metrics.cli import corpus_scores, encode_line, main, read_corpus, UsageError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples", "examples.jsonl")
@@ -22,6 +23,8 @@ import evaluate
 
 
 class FakeRefs(evaluate.Metric):
+    MODEL_FREE_CONFIGS = ("rule",)
+
     def __init__(self, model=None, **kwargs):
         super().__init__(**kwargs)
         self.model = model
@@ -160,6 +163,125 @@ class FakeBroken(evaluate.Metric):
         raise RuntimeError("boom")
 '''
 
+# A metric that refuses its input, naming the example by its 0-based index, as the metrics do.
+FAKE_REJECTS = '''
+import datasets
+import evaluate
+
+
+class FakeRejects(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description="fake", citation="", inputs_description="",
+            features=datasets.Features({"predictions": datasets.Value("string")}),
+        )
+
+    def _compute(self, predictions, per_example=False):
+        raise ValueError("example 1: prediction is too short")
+'''
+
+# Tables declared as an input feature (as the metrics do once tables are
+# evaluate features), though _compute gives them a default: the CLI must see
+# from the features that they are needed.
+FAKE_DECLARED_TABLES = '''
+import datasets
+import evaluate
+
+
+class FakeDeclaredTables(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description="fake", citation="", inputs_description="",
+            features=datasets.Features({"predictions": datasets.Value("string"), "tables": datasets.Value("string")}),
+        )
+
+    def _compute(self, predictions, tables=None, per_example=False):
+        examples = [{"table": t} for t in tables]
+        out = {"n": len(examples)}
+        if per_example:
+            out["examples"] = examples
+        return out
+'''
+
+# Like DAE: tables declared, and sources= an alternative that fills the same
+# column; passing both is refused, as d2t_metrics.inputs does.
+FAKE_EITHER = '''
+import datasets
+import evaluate
+
+
+class FakeEither(evaluate.Metric):
+    ALTERNATIVE_INPUTS = {"sources": ("tables", "source_text")}
+
+    def _info(self):
+        return evaluate.MetricInfo(
+            description="fake", citation="", inputs_description="",
+            features=datasets.Features({"predictions": datasets.Value("string"), "tables": datasets.Value("string")}),
+        )
+
+    def compute(self, *, predictions=None, references=None, tables=None, sources=None, **kwargs):
+        """Compute, with sources= standing in for tables=."""  # evaluate appends to the docstring
+        if tables is not None and sources is not None:
+            raise ValueError("pass tables= or sources=, not both")
+        if sources is not None:
+            tables = ["source: " + s for s in sources]
+        return super().compute(predictions=predictions, tables=tables, **kwargs)
+
+    def _compute(self, predictions, tables, per_example=False):
+        out = {"n": len(tables)}
+        if per_example:
+            out["examples"] = [{"input": t} for t in tables]
+        return out
+'''
+
+# A metric that says itself whether its configuration uses a model, and what
+# it records of the progress-bar switches when it is constructed and run.
+FAKE_HOOKED = '''
+import os
+
+import datasets
+import evaluate
+
+
+def progress_state():
+    import huggingface_hub.utils
+    import transformers.utils.logging
+
+    return {
+        "env": os.environ.get("D2T_NO_PROGRESS"),
+        "transformers": transformers.utils.logging.is_progress_bar_enabled(),
+        "huggingface_hub": not huggingface_hub.utils.are_progress_bars_disabled(),
+        "datasets": datasets.is_progress_bar_enabled(),
+        "evaluate": evaluate.utils.logging.is_progress_bar_enabled(),
+    }
+
+
+class FakeHooked(evaluate.Metric):
+    def __init__(self, model="org/default-model", **kwargs):
+        super().__init__(**kwargs)
+        if self.config_name not in ("default", "light"):
+            raise ValueError(f"unknown config {self.config_name!r}; choose 'default' or 'light'")
+        self.model_name = model
+        self.progress_at_load = progress_state()
+
+    @property
+    def uses_model(self):
+        return self.config_name != "light"
+
+    def _info(self):
+        return evaluate.MetricInfo(
+            description="fake", citation="", inputs_description="",
+            features=datasets.Features({"predictions": datasets.Value("string")}),
+        )
+
+    def _compute(self, predictions, per_example=False, show_progress=True):
+        state = {"at_load": self.progress_at_load, "at_compute": progress_state(), "show_progress": show_progress}
+        out = {"n": len(predictions)}
+        if per_example:
+            out["examples"] = [state for _ in predictions]
+        return out
+'''
+
 FAKES = {
     "fake_refs": FAKE_REFS,
     "fake_tables": FAKE_TABLES,
@@ -167,6 +289,10 @@ FAKES = {
     "fake_nomodel": FAKE_NOMODEL,
     "fake_nolib": FAKE_NOLIB,
     "fake_broken": FAKE_BROKEN,
+    "fake_rejects": FAKE_REJECTS,
+    "fake_declared_tables": FAKE_DECLARED_TABLES,
+    "fake_either": FAKE_EITHER,
+    "fake_hooked": FAKE_HOOKED,
 }
 
 ROWS = [
@@ -208,7 +334,7 @@ def test_score_runs_available_metrics_and_skips_the_others(metrics_dir, tmp_path
     inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
     out_path = tmp_path / "out.jsonl"
     code, out, err = run(
-        capsys, "score", "--metrics", "fake_refs,fake_tables,fake_single_ref,fake_nomodel,fake_nolib,fake_broken,nope",
+        capsys, "score", "--metrics", "fake_refs,fake_tables,fake_single_ref,fake_nomodel,fake_nolib",
         "--metrics-dir", metrics_dir, "--input", inp, "--output", str(out_path), "--no-progress",
     )
     assert code == 0, err
@@ -223,8 +349,6 @@ def test_score_runs_available_metrics_and_skips_the_others(metrics_dir, tmp_path
     assert "skipped fake_nomodel: its model is not available" in err
     assert "--model fake_nomodel=/path/to/model" in err
     assert "skipped fake_nolib: a library it needs is missing" in err and "a_library_that_is_not_installed" in err
-    assert "skipped fake_broken: it failed with RuntimeError: boom" in err
-    assert "skipped nope: no metric module" in err
     # One output line per input line: id plus each metric's example dict, unchanged.
     rows = read_jsonl(out_path)
     assert [r["id"] for r in rows] == ["a", 1, 7]
@@ -256,7 +380,7 @@ def test_json_output_matches_direct_compute(metrics_dir, tmp_path, capsys):
     assert scores["fake_refs"] == {"mean_words": pytest.approx(16 / 3), "n": 3, "nested.a": 1.5}
 
 
-def test_model_config_batch_size_and_default_checkpoint(metrics_dir, tmp_path, capsys):
+def test_model_config_batch_size_and_default_checkpoint(metrics_dir, tmp_path, capsys, monkeypatch):
     inp = write_jsonl(tmp_path / "in.jsonl", ROWS[:1])
     out_path = tmp_path / "out.jsonl"
     # checkpoints/<metric>/ next to metrics/ is the default model...
@@ -272,11 +396,19 @@ def test_model_config_batch_size_and_default_checkpoint(metrics_dir, tmp_path, c
         # ...and --model, --config, --batch-size override.
         code, _, _ = run(
             capsys, "score", "--metrics", "fake_refs", "--metrics-dir", metrics_dir, "--input", inp, "--output", str(out_path),
-            "--model", "fake_refs=my-org/my-model", "--config", "fake_refs=strict", "--batch-size", "3",
+            "--model", "fake_refs=my-org/my-model", "--config", "fake_refs=strict", "--batch-size", "3", "--overwrite",
         )
         assert code == 0
         example = read_jsonl(out_path)[0]["fake_refs"]
         assert (example["model"], example["config"], example["batch_size"]) == ("my-org/my-model", "strict", 3)
+        # A configuration that uses no model (DAE's "rule") gets no default checkpoint, and none is printed.
+        code, _, err = run(
+            capsys, "score", "--metrics", "fake_refs", "--metrics-dir", metrics_dir, "--input", inp, "--output", str(out_path),
+            "--config", "fake_refs=rule", "--overwrite",
+        )
+        assert code == 0, err
+        assert read_jsonl(out_path)[0]["fake_refs"]["model"] is None
+        assert "running fake_refs (config rule)" in err and "with model" not in err
     finally:
         os.remove(os.path.join(checkpoint, "model.safetensors"))
         os.rmdir(checkpoint)
@@ -290,25 +422,27 @@ def test_model_for_a_metric_without_one_is_reported(metrics_dir, tmp_path, capsy
 
 
 def test_metrics_needing_missing_inputs_are_skipped(metrics_dir, tmp_path, capsys):
-    rows = [{"prediction": "x", "table": "A | p | B"}, {"prediction": "y", "references": ["z"], "table": "A | p | C"}]
+    # Lines are counted in the file, blank ones included.
+    rows = ["", {"prediction": "x", "table": "A | p | B"}, "", {"prediction": "y", "references": ["z"], "table": "A | p | C"}]
     inp = write_jsonl(tmp_path / "in.jsonl", rows)
     code, out, err = run(capsys, "score", "--metrics", "fake_refs,fake_tables", "--metrics-dir", metrics_dir, "--input", inp)
     assert code == 0
-    assert "skipped fake_refs: it needs references, which lines 1 lack" in err
+    assert "skipped fake_refs: it needs references, but line 2 has no 'references'" in err
     assert "fake_tables" in out
-    no_tables = write_jsonl(tmp_path / "no_tables.jsonl", [{"prediction": "x"}])
+    no_tables = write_jsonl(tmp_path / "no_tables.jsonl", [{"prediction": "x"}, {"prediction": "y"}])
     code, out, err = run(capsys, "score", "--metrics", "fake_tables", "--metrics-dir", metrics_dir, "--input", no_tables)
     assert code == 1  # nothing ran
-    assert "skipped fake_tables: it needs tables, but lines 1 have no 'table'" in err
+    assert "skipped fake_tables: it needs tables, but lines 1, 2 have no 'table'" in err
     assert "no metric ran" in err and out == ""
 
 
-def test_bad_table_is_reported_with_its_index(metrics_dir, tmp_path, capsys):
-    rows = [{"prediction": "x", "table": "A | p | B"}, {"prediction": "y", "table": "A | p"}]
+def test_bad_table_is_an_input_error_with_its_line(metrics_dir, tmp_path, capsys):
+    rows = [{"prediction": "x", "table": "A | p | B"}, "", {"prediction": "y", "table": "A | p"}]
     inp = write_jsonl(tmp_path / "in.jsonl", rows)
     code, _, err = run(capsys, "score", "--metrics", "fake_tables", "--metrics-dir", metrics_dir, "--input", inp)
-    assert code == 1
-    assert "skipped fake_tables: it rejected the input: example 1: malformed triple 'A | p'" in err
+    assert code == 2
+    assert f"{inp}, line 3: table: malformed triple 'A | p'" in err
+    assert "example" not in err and "running" not in err  # reported before any metric loads
 
 
 @pytest.mark.parametrize(
@@ -316,11 +450,19 @@ def test_bad_table_is_reported_with_its_index(metrics_dir, tmp_path, capsys):
     [
         (["{not json"], "line 1: not valid JSON"),
         (['{"prediction": "ok"}', "[1, 2]"], "line 2: expected a JSON object"),
-        (['{"prediction": "ok"}', '{"references": ["r"]}'], "line 2 (example 1): 'prediction' must be a string, got None"),
+        (['{"prediction": "ok"}', '{"references": ["r"]}'], "line 2: 'prediction' must be a string, got None"),
         (['{"prediction": 3}'], "'prediction' must be a string, got 3"),
         (['{"prediction": "ok", "references": []}'], "'references' must be a non-empty list of strings"),
         (['{"prediction": "ok", "source": 5}'], "'source' must be a string"),
         ([""], "no examples"),
+        (['{"prediction": "ok", "table": "A | p | B"}', "", '{"prediction": "ok", "table": []}'], "line 3: table: empty table"),
+        (['{"prediction": "ok", "table": {"name": null}}'], "line 1: table: "),
+        (['{"prediction": "a\\ud800b"}'], "line 1: 'prediction' is not valid Unicode (lone surrogate '\\ud800')"),
+        (['{"prediction": "ok", "references": ["fine", "\\udc80"]}'], "line 1: 'references' is not valid Unicode"),
+        (['{"prediction": "ok"}', '{"prediction": "ok", "source": "\\udfff"}'], "line 2: 'source' is not valid Unicode"),
+        (['{"prediction": "ok", "table": [["A", "p", "B\\ud801"]]}'], "line 1: 'table' is not valid Unicode"),
+        (['{"id": "ex\\udc80", "prediction": "ok"}'], "line 1: 'id' is not valid Unicode"),
+        (["[" * 100000], "line 1: not valid JSON"),
     ],
 )
 def test_bad_input_file(metrics_dir, tmp_path, capsys, lines, fragment):
@@ -328,6 +470,7 @@ def test_bad_input_file(metrics_dir, tmp_path, capsys, lines, fragment):
     code, _, err = run(capsys, "score", "--metrics", "fake_refs", "--metrics-dir", metrics_dir, "--input", inp)
     assert code == 2
     assert fragment in err
+    assert "running" not in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize(
@@ -365,7 +508,8 @@ def test_list(metrics_dir, capsys):
 def test_read_corpus_columns(tmp_path):
     corpus = read_corpus(write_jsonl(tmp_path / "in.jsonl", ROWS + [{"prediction": "p", "source": "s"}]))
     assert len(corpus) == 4
-    assert corpus.references is None and corpus.missing["references"] == [3]
+    assert corpus.references is None and corpus.missing_lines["references"] == [4]  # 1-based file lines
+    assert corpus.line_numbers == [1, 2, 3, 4]
     assert corpus.tables is None and corpus.sources is None
     with pytest.raises(UsageError):
         read_corpus(str(tmp_path / "absent.jsonl"))
@@ -406,6 +550,314 @@ def test_console_script_subprocess(metrics_dir, tmp_path):
 def test_console_script_is_declared():
     with open(os.path.join(ROOT, "setup.py"), encoding="utf-8") as f:
         assert '"d2t-metrics=d2t_metrics.cli:main"' in f.read()
+
+
+# ---------------------------------------------------------------------------
+# Input files: encodings and line numbers
+
+
+def test_utf8_bom_is_accepted(metrics_dir, tmp_path, capsys):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + "\n".join(json.dumps(r, ensure_ascii=False) for r in ROWS).encode("utf-8"))
+    code, out, err = run(capsys, "score", "--metrics", "fake_tables", "--metrics-dir", metrics_dir, "--input", str(path), "--json")
+    assert code == 0, err
+    assert json.loads(out)["fake_tables"]["mean_facts"] == pytest.approx(5 / 3)
+    assert read_corpus(str(path)).ids == ["a", 1, 7]
+
+
+def test_non_utf8_input_is_reported_with_its_offset(metrics_dir, tmp_path, capsys):
+    path = tmp_path / "latin1.jsonl"
+    first = b'{"prediction": "ok"}\n'
+    path.write_bytes(first + '{"prediction": "café"}\n'.encode("latin-1"))
+    code, _, err = run(capsys, "score", "--metrics", "fake_refs", "--metrics-dir", metrics_dir, "--input", str(path))
+    assert code == 2
+    offset = len(first) + len(b'{"prediction": "caf')
+    assert f"{path} is not UTF-8 (byte 0xe9 at offset {offset}, line 2); re-encode it" in err
+    assert "running" not in err
+
+
+# ---------------------------------------------------------------------------
+# Which metrics run: unknown names, failures, declared inputs
+
+
+def test_unknown_metric_is_a_usage_error(metrics_dir, tmp_path, capsys):
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    out_path = tmp_path / "out.jsonl"
+    code, out, err = run(
+        capsys, "score", "--metrics", "fake_refs,nope", "--metrics-dir", metrics_dir, "--input", inp, "--output", str(out_path)
+    )
+    assert code == 2 and out == ""
+    assert "error: unknown metric 'nope'" in err
+    assert "available: " + ", ".join(sorted(FAKES)) in err
+    assert "running" not in err and not out_path.exists()
+
+
+def test_failing_metric_exits_1_and_the_others_are_written(metrics_dir, tmp_path, capsys):
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    out_path = tmp_path / "out.jsonl"
+    code, out, err = run(
+        capsys, "score", "--metrics", "fake_broken,fake_refs", "--metrics-dir", metrics_dir, "--input", inp, "--output", str(out_path)
+    )
+    assert code == 1
+    assert "d2t-metrics: error: fake_broken failed: RuntimeError: boom" in err
+    assert "Traceback" in err  # an unexpected error is a bug: its traceback helps
+    assert "fake_refs" in out and "fake_broken" not in out
+    assert [set(r) for r in read_jsonl(out_path)] == [{"id", "fake_refs"}] * 3
+
+
+def test_value_error_from_compute_is_a_failure_with_the_line(metrics_dir, tmp_path, capsys):
+    inp = write_jsonl(tmp_path / "in.jsonl", [ROWS[0], "", ROWS[1]])
+    code, out, err = run(capsys, "score", "--metrics", "fake_rejects,fake_tables", "--metrics-dir", metrics_dir, "--input", inp)
+    assert code == 1
+    assert "d2t-metrics: error: fake_rejects failed: it rejected the input: line 3 (example 1): prediction is too short" in err
+    assert "Traceback" not in err and "skipped" not in err
+    assert "fake_tables" in out
+
+
+def test_declared_tables_are_needed(metrics_dir, tmp_path, capsys):
+    rows = [{"prediction": "x", "table": "A | p | B"}, {"prediction": "y"}]
+    inp = write_jsonl(tmp_path / "in.jsonl", rows)
+    code, out, err = run(capsys, "score", "--metrics", "fake_declared_tables,fake_refs", "--metrics-dir", metrics_dir, "--input", inp)
+    assert code == 1  # nothing ran
+    # Both skips come before any metric runs.
+    assert "skipped fake_declared_tables: it needs tables, but line 2 has no 'table'" in err
+    assert "running" not in err
+
+
+@pytest.mark.parametrize(
+    "fields,expected",
+    [
+        ({"source": "S"}, "source: S"),
+        ({"table": "A | p | B"}, "A | p | B"),
+        ({"source": "S", "table": "A | p | B"}, "source: S"),  # sources preferred, never both
+    ],
+)
+def test_alternative_input_fills_a_declared_column(metrics_dir, tmp_path, capsys, fields, expected):
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"prediction": "x", **fields}])
+    out_path = tmp_path / "out.jsonl"
+    code, _, err = run(capsys, "score", "--metrics", "fake_either", "--metrics-dir", metrics_dir, "--input", inp, "--output", str(out_path))
+    assert code == 0, err
+    assert read_jsonl(out_path)[0]["fake_either"] == {"input": expected}
+
+
+def test_alternative_inputs_all_missing_is_a_skip(metrics_dir, tmp_path, capsys):
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"prediction": "x", "source": "S"}, {"prediction": "y", "table": "A | p | B"}])
+    code, _, err = run(capsys, "score", "--metrics", "fake_either", "--metrics-dir", metrics_dir, "--input", inp)
+    assert code == 1
+    assert "skipped fake_either: it needs tables (or sources), but line 1 has no 'table' and line 2 has no 'source'" in err
+
+
+def test_model_is_named_only_when_the_metric_uses_one(metrics_dir, tmp_path, capsys):
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS[:1])
+    code, _, err = run(capsys, "score", "--metrics", "fake_hooked", "--metrics-dir", metrics_dir, "--input", inp)
+    assert code == 0, err
+    assert "running fake_hooked with model org/default-model" in err
+    code, _, err = run(capsys, "score", "--metrics", "fake_hooked", "--metrics-dir", metrics_dir, "--input", inp, "--config", "fake_hooked=light")
+    assert code == 0, err
+    assert "running fake_hooked (config light)" in err and "with model" not in err
+    # A configuration the metric refuses is a usage error, before anything runs.
+    code, _, err = run(
+        capsys, "score", "--metrics", "fake_refs,fake_hooked", "--metrics-dir", metrics_dir, "--input", inp, "--config", "fake_hooked=heavy"
+    )
+    assert code == 2
+    assert "error: --config fake_hooked=heavy: unknown config 'heavy'" in err and "running" not in err
+
+
+@pytest.mark.skipif(
+    not os.path.isfile(os.path.join(ROOT, "metrics", "dae", "dae.py")) or not os.path.isdir(os.path.join(ROOT, "checkpoints", "dae")),
+    reason="metrics/dae or checkpoints/dae is not in this checkout",
+)
+def test_dae_rule_config_names_no_model(tmp_path, capsys):
+    pytest.importorskip("spacy")
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS[:2])
+    code, _, err = run(capsys, "score", "--metrics", "dae", "--config", "dae=rule", "--input", inp, "--json", "--no-progress")
+    if "skipped dae" in err:
+        pytest.skip(err)
+    assert code == 0, err
+    assert "running dae (config rule)" in err
+    assert "with model" not in err and "checkpoints" not in err
+
+
+def test_no_progress_silences_every_progress_bar(metrics_dir, tmp_path, capsys, monkeypatch):
+    import datasets
+    import evaluate
+    import huggingface_hub.utils
+    import transformers.utils.logging
+
+    monkeypatch.delenv("D2T_NO_PROGRESS", raising=False)
+    before = {
+        "transformers": transformers.utils.logging.is_progress_bar_enabled(),
+        "huggingface_hub": not huggingface_hub.utils.are_progress_bars_disabled(),
+        "datasets": datasets.is_progress_bar_enabled(),
+        "evaluate": evaluate.utils.logging.is_progress_bar_enabled(),
+    }
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS[:1])
+    out_path = tmp_path / "out.jsonl"
+    code, _, err = run(
+        capsys, "score", "--metrics", "fake_hooked", "--metrics-dir", metrics_dir, "--input", inp, "--output", str(out_path), "--no-progress"
+    )
+    assert code == 0, err
+    state = read_jsonl(out_path)[0]["fake_hooked"]
+    silenced = {"env": "1", "transformers": False, "huggingface_hub": False, "datasets": False, "evaluate": False}
+    assert state["at_load"] == silenced  # already when the metric was constructed
+    assert state["at_compute"] == silenced
+    assert state["show_progress"] is False
+    # Restored afterwards: main() may run inside a longer-lived process.
+    assert "D2T_NO_PROGRESS" not in os.environ
+    assert transformers.utils.logging.is_progress_bar_enabled() == before["transformers"]
+    assert (not huggingface_hub.utils.are_progress_bars_disabled()) == before["huggingface_hub"]
+    assert datasets.is_progress_bar_enabled() == before["datasets"]
+    assert evaluate.utils.logging.is_progress_bar_enabled() == before["evaluate"]
+
+
+# ---------------------------------------------------------------------------
+# The output file: checked up front, never overwritten by accident, written atomically
+
+
+def test_existing_output_needs_overwrite(metrics_dir, tmp_path, capsys):
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    out_path = tmp_path / "out.jsonl"
+    out_path.write_text("old\n", encoding="utf-8")
+    argv = ["score", "--metrics", "fake_tables", "--metrics-dir", metrics_dir, "--input", inp, "--output", str(out_path)]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert f"--output '{out_path}' already exists; pass --overwrite to replace it" in err
+    assert "running" not in err  # checked before anything is scored
+    assert out_path.read_text(encoding="utf-8") == "old\n"
+    code, _, err = run(capsys, *argv, "--overwrite")
+    assert code == 0, err
+    assert [r["id"] for r in read_jsonl(out_path)] == ["a", 1, 7]
+
+
+def test_unwritable_output_fails_before_scoring(metrics_dir, tmp_path, capsys):
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x", encoding="utf-8")
+    for output, fragment in [
+        (a_file / "out.jsonl", f"cannot write --output '{a_file / 'out.jsonl'}': '{a_file}' is not a directory"),
+        (a_file / "sub" / "out.jsonl", f"'{a_file}' is not a directory"),
+        (tmp_path, f"--output '{tmp_path}' is a directory"),
+    ]:
+        code, out, err = run(capsys, "score", "--metrics", "fake_tables", "--metrics-dir", metrics_dir, "--input", inp, "--output", str(output))
+        assert code == 2 and out == "", err
+        assert fragment in err and "running" not in err
+    # A folder that does not exist yet is created.
+    nested = tmp_path / "new" / "dir" / "out.jsonl"
+    code, _, err = run(capsys, "score", "--metrics", "fake_tables", "--metrics-dir", metrics_dir, "--input", inp, "--output", str(nested))
+    assert code == 0, err
+    assert len(read_jsonl(nested)) == 3
+
+
+def test_unencodable_id_is_an_input_error_and_the_old_output_survives(metrics_dir, tmp_path, capsys):
+    rows = [{"id": f"ex{i}", "prediction": "p", "table": "A | p | B"} for i in range(1, 21)]
+    lines = [json.dumps(r) for r in rows]
+    lines[12] = lines[12].replace('"ex13"', '"ex\\udc80"')  # json.loads makes a lone surrogate of it
+    inp = write_jsonl(tmp_path / "in.jsonl", lines)
+    out_path = tmp_path / "out.jsonl"
+    out_path.write_text("old\n", encoding="utf-8")
+    code, _, err = run(
+        capsys, "score", "--metrics", "fake_tables", "--metrics-dir", metrics_dir, "--input", inp, "--output", str(out_path), "--overwrite"
+    )
+    assert code == 2
+    assert f"{inp}, line 13: 'id' is not valid Unicode (lone surrogate '\\udc80')" in err
+    assert out_path.read_text(encoding="utf-8") == "old\n"
+
+
+def _keep_examples(monkeypatch, examples_for):
+    """Make run_metric return ``examples_for(name, corpus)`` as each metric's examples."""
+
+    def fake_run(prepared, corpus):
+        return cli.MetricRun(name=prepared.name, scores={"n": len(corpus)}, examples=examples_for(prepared.name, corpus), model=None)
+
+    monkeypatch.setattr(cli, "run_metric", fake_run)
+
+
+def test_unencodable_result_is_escaped(metrics_dir, tmp_path, capsys, monkeypatch):
+    # A metric's result (not the checked input) may still hold a lone surrogate: that line is written with \u escapes.
+    _keep_examples(monkeypatch, lambda name, corpus: [{"token": "caf\u00e9"}, {"token": "x\udc80"}, {"token": "ok"}])
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    out_path = tmp_path / "out.jsonl"
+    code, _, err = run(capsys, "score", "--metrics", "fake_tables", "--metrics-dir", metrics_dir, "--input", inp, "--output", str(out_path))
+    assert code == 0, err
+    raw = out_path.read_bytes().decode("utf-8").splitlines()
+    assert raw[0] == '{"id": "a", "fake_tables": {"token": "café"}}'  # UTF-8 where it can be
+    assert raw[1] == '{"id": 1, "fake_tables": {"token": "x\\udc80"}}'
+    assert [r["fake_tables"]["token"] for r in read_jsonl(out_path)] == ["caf\u00e9", "x\udc80", "ok"]
+    assert json.loads(encode_line({"id": "\ud800"})) == {"id": "\ud800"}
+
+
+def test_failed_write_leaves_the_old_file_and_no_temporary(metrics_dir, tmp_path, capsys, monkeypatch):
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out_path = out_dir / "out.jsonl"
+    out_path.write_text("old\n", encoding="utf-8")
+    argv = ["score", "--metrics", "fake_tables", "--metrics-dir", metrics_dir, "--input", inp, "--output", str(out_path), "--overwrite"]
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cli.os, "replace", full_disk)
+    code, _, err = run(capsys, *argv)
+    assert code == 1
+    assert f"error: cannot write {out_path}: [Errno 28] No space left on device" in err
+    assert out_path.read_text(encoding="utf-8") == "old\n"
+    assert os.listdir(out_dir) == ["out.jsonl"]
+    monkeypatch.undo()
+    # A value that cannot be written as JSON fails before the file is touched.
+    _keep_examples(monkeypatch, lambda name, corpus: [{"score": 1.0}] * 2 + [{"score": object()}])
+    code, _, err = run(capsys, *argv)
+    assert code == 1 and "cannot write" in err and "cannot write object as JSON" in err
+    assert out_path.read_text(encoding="utf-8") == "old\n"
+    assert os.listdir(out_dir) == ["out.jsonl"]
+
+
+# ---------------------------------------------------------------------------
+# Ctrl-C
+
+
+def test_interrupt_keeps_the_metrics_that_finished(metrics_dir, tmp_path, capsys, monkeypatch):
+    real_run_metric = cli.run_metric
+
+    def interrupted_at_fake_tables(prepared, corpus):
+        if prepared.name == "fake_tables":
+            raise KeyboardInterrupt
+        return real_run_metric(prepared, corpus)
+
+    monkeypatch.setattr(cli, "run_metric", interrupted_at_fake_tables)
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    out_path = tmp_path / "out.jsonl"
+    code, out, err = run(
+        capsys, "score", "--metrics", "fake_refs,fake_tables,fake_single_ref", "--metrics-dir", metrics_dir,
+        "--input", inp, "--output", str(out_path),
+    )
+    assert code == 130
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        f"d2t-metrics: interrupted while running fake_tables; kept fake_refs (written to {out_path}); "
+        "not run: fake_tables, fake_single_ref"
+    )
+    assert [set(r) for r in read_jsonl(out_path)] == [{"id", "fake_refs"}] * 3
+    assert "fake_refs" in out and "fake_tables" not in out
+
+
+def test_interrupt_before_any_metric_finished_writes_nothing(metrics_dir, tmp_path, capsys, monkeypatch):
+    def interrupted(prepared, corpus):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run_metric", interrupted)
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    out_path = tmp_path / "out.jsonl"
+    out_path.write_text("old\n", encoding="utf-8")
+    code, out, err = run(
+        capsys, "score", "--metrics", "fake_refs,fake_tables", "--metrics-dir", metrics_dir, "--input", inp,
+        "--output", str(out_path), "--overwrite",
+    )
+    assert code == 130 and out == "" and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "d2t-metrics: interrupted while running fake_refs; no metric finished, nothing written; not run: fake_refs, fake_tables"
+    )
+    assert out_path.read_text(encoding="utf-8") == "old\n"
 
 
 # ---------------------------------------------------------------------------

@@ -138,6 +138,8 @@ class DAE(CheckedInputs, evaluate.Metric):
     # table-based metrics carries it; a text is stored as {"kind": "text"}.
     INPUTS = {"predictions": TEXT, "tables": TABLE}
     ALTERNATIVE_INPUTS = {"sources": ("tables", SOURCE_TEXT)}
+    # The rule-based baseline loads no model (the command line passes it no checkpoint).
+    MODEL_FREE_CONFIGS = ("rule",)
 
     def __init__(self, *args, model=None, spacy_model=DEFAULT_SPACY_MODEL, device=None, dtype=None, max_length=None, **kwargs):
         super().__init__(*args, **kwargs)
