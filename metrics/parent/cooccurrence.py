@@ -154,7 +154,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--webnlg", action="append", default=[], help="WebNLG XML file or directory (repeatable)")
     parser.add_argument("--e2e", action="append", default=[], help="E2E CSV with mr,ref columns (repeatable)")
     parser.add_argument("--jsonl", action="append", default=[], help="JSON lines with 'table' and 'reference(s)' (repeatable)")
-    parser.add_argument("--tokenizer", default="whitespace", choices=["whitespace", "nltk"], help="tokenizer; use the one you score with (default: whitespace)")
+    parser.add_argument("--tokenizer", default="nltk", choices=["whitespace", "nltk"], help="tokenizer; use the one you score with (default: nltk, as PARENT)")
     parser.add_argument("--min-count", type=int, default=1, help="drop item|||token pairs seen fewer times (default 1: keep all)")
     parser.add_argument("--out", required=True, help="output JSON file")
     args = parser.parse_args(argv)

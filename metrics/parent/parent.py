@@ -71,10 +71,13 @@ Args:
     entailment (`str`): "overlap" (PARENT-W, default) or "cooccurrence" (PARENT-C).
     cooccurrence_counts (`str` or `dict`): counts JSON for PARENT-C (learn with
         `python -m metrics.parent.cooccurrence`).
-    tokenizer (`str` or callable): "whitespace" (default; text.lower().split(),
-        the reference reader's), "nltk" (nltk.word_tokenize(text.lower(),
-        preserve_line=True)) or a callable str -> list of str. Unused for
-        pre-tokenized inputs, except for tables given as strings.
+    tokenizer (`str` or callable): "nltk" (default: nltk.word_tokenize(
+        text.lower(), preserve_line=True), the Treebank tokenizer the paper's
+        WebNLG correlations and the reference's golden values were made with;
+        no punkt download), "whitespace" (text.lower().split(), what the
+        reference's command-line reader does: punctuation stays on words) or
+        a callable str -> list of str. Unused for pre-tokenized inputs,
+        except for tables given as strings.
     per_example (`bool`): add "examples", one dict per prediction.
     return_ngrams (`bool`): add the n-grams of the prediction and of the best
         reference with their table entailment and counts to each example.
@@ -106,7 +109,7 @@ Examples:
     >>> predictions = ["Blue Spice is a coffee shop in the riverside area."]
     >>> results = parent.compute(predictions=predictions, references=references, tables=tables)
     >>> print({k: round(v, 4) for k, v in results.items()})
-    {'precision': 0.7259, 'recall': 0.8234, 'f1': 0.7716}
+    {'precision': 0.6861, 'recall': 0.8234, 'f1': 0.7485}
 
     A prediction that adds a fact the table does not have loses precision:
 
@@ -114,7 +117,7 @@ Examples:
     >>> results = parent.compute(predictions=predictions, references=references, tables=tables, per_example=True)
     >>> ex = results["examples"][0]
     >>> print(round(ex["precision"], 4), round(ex["recall"], 4), round(ex["lambda"], 4))
-    0.5707 0.5926 0.3333
+    0.5491 0.5926 0.3333
 
     Pre-tokenized input, as in the reference implementation's test:
 
@@ -232,7 +235,7 @@ class Parent(CheckedInputs, evaluate.Metric):
         max_order=DEFAULT_MAX_ORDER,
         entailment=OVERLAP,
         cooccurrence_counts=None,
-        tokenizer="whitespace",
+        tokenizer="nltk",
         per_example=False,
         return_ngrams=False,
         n_jobs=1,
