@@ -57,7 +57,7 @@ def rerank(metric, pairs, seed=0, batch_size=32):
     ex = res["examples"]
     n = len(pairs)
     accuracy, strict, ties = pairwise_accuracy(ex, n, "score", seed)
-    by_min = pairwise_accuracy(ex, n, "min", seed)
+    by_min = pairwise_accuracy(ex, n, "min_score", seed)
     return {"accuracy": accuracy, "strict": strict, "ties": ties, "min_accuracy": by_min[0], "min_ties": by_min[2],
             "n": n, "seconds": seconds, "examples": ex}
 

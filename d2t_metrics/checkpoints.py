@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import Any, Dict, Optional, Tuple
 
 CHECKPOINT_FILE = "model.safetensors"
@@ -67,7 +68,13 @@ def apply_lora(model, lora: Optional[Dict[str, Any]] = None, trainable: Tuple[st
     from peft import LoraConfig, get_peft_model
 
     cfg = dict(DEFAULT_LORA, **(lora or {}))
-    peft_model = get_peft_model(model, LoraConfig(**cfg))
+    # peft's PeftModel.__init__ reads `model.is_gradient_checkpointing`, which
+    # transformers 5 deprecated with a FutureWarning on every read; nothing of
+    # ours touches it and peft offers no way around it, so that one warning is
+    # silenced for this call only (the value read is unchanged).
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        peft_model = get_peft_model(model, LoraConfig(**cfg))
     for name, param in peft_model.named_parameters():
         if any(t in name for t in trainable):
             param.requires_grad = True
@@ -104,6 +111,12 @@ def read_compact(path: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     from safetensors import safe_open
 
     f = path if os.path.isfile(path) else os.path.join(path, CHECKPOINT_FILE)
+    if not os.path.isfile(f):
+        from .models import missing_model_error
+
+        missing = f if os.path.isdir(path) else os.path.abspath(os.path.expanduser(path))
+        what = "no checkpoint file" if os.path.isdir(path) else "no such directory"
+        raise missing_model_error(path, FileNotFoundError(f"{what}: {missing}"))
     tensors = {}
     with safe_open(f, framework="pt") as sf:
         meta = json.loads((sf.metadata() or {}).get(METADATA_KEY, "null") or "null")
@@ -141,18 +154,25 @@ def _load_trained(model, tensors: Dict[str, Any], path: str) -> Dict[str, Any]:
 
 
 def build_base_model(meta: Dict[str, Any]):
-    """The untrained base model (with a fresh head for classification tasks) a checkpoint starts from."""
+    """The untrained base model (with a fresh head for classification tasks) a checkpoint starts from.
+
+    A base that is a missing path, or offline a hub id not in the cache,
+    fails at once (``models.resolve_model_name``)."""
     import transformers
 
-    base = resolve_base(meta["base"])
+    from .models import hub_offline, resolve_model_name
+
+    base = resolve_model_name(resolve_base(meta["base"]))
+    local_only = hub_offline() and not os.path.isdir(base)
     task = meta["task"]
     if task == "sequence-classification":
         id2label = {int(k): v for k, v in meta["id2label"].items()}
         return transformers.AutoModelForSequenceClassification.from_pretrained(
-            base, num_labels=len(id2label), id2label=id2label, label2id={v: k for k, v in id2label.items()}, use_safetensors=True
+            base, num_labels=len(id2label), id2label=id2label, label2id={v: k for k, v in id2label.items()}, use_safetensors=True,
+            local_files_only=local_only,
         )
     if task == "encoder":
-        return transformers.AutoModel.from_pretrained(base, use_safetensors=True)
+        return transformers.AutoModel.from_pretrained(base, use_safetensors=True, local_files_only=local_only)
     raise ValueError(f"unknown checkpoint task {task!r}")
 
 
@@ -164,15 +184,19 @@ def load_compact(path: str, device: str = "cpu", dtype=None):
     """
     import transformers
 
+    from .models import hub_offline, quiet_loading, resolve_model_name
+
     tensors, meta = read_compact(path)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_base(meta["base"]))
+    base = resolve_model_name(resolve_base(meta["base"]))
     # The base lacks the trained head, so transformers reports it "MISSING" and
     # advises training; the head comes from the checkpoint just below, so the
     # report would only mislead users.
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()
     try:
-        model = build_base_model(meta)
+        with quiet_loading():
+            tokenizer = transformers.AutoTokenizer.from_pretrained(base, local_files_only=hub_offline() and not os.path.isdir(base))
+            model = build_base_model(meta)
     finally:
         transformers.logging.set_verbosity(verbosity)
     if meta.get("lora"):

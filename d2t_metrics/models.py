@@ -4,25 +4,154 @@ Models load by hub id or local path through transformers, once per process:
 ``load_model`` caches by (name, task, device, dtype), as bert_score's scorer
 keeps its model. Weights load from safetensors only and never with
 ``trust_remote_code``.
+
+A name that can only be a local path (absolute, starting with ``.`` or ``~``,
+or ``dir/name`` whose ``dir`` exists here) and does not exist fails at once
+with :class:`ModelNotAvailableError` ("no such directory"), without asking the
+Hub. With ``HF_HUB_OFFLINE=1`` a hub id that is not in the local Hugging Face
+cache fails at once too, instead of retrying the Hub; online, hub ids load
+through ``from_pretrained`` as usual.
+
+``D2T_NO_PROGRESS=1`` hides the progress bars of d2t-metrics and, while a
+model loads, those of transformers and huggingface_hub (:func:`quiet_loading`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import re
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
-MISSING_MODEL_HELP = (
-    "Could not load model {name!r}: {error}\n"
-    "The Hugging Face Hub may be unreachable (HF_HUB_OFFLINE={offline}). "
-    "Pass a local directory instead, e.g. evaluate.load('./metrics/{metric}', '{config}', model='/path/to/model') "
+_HOW_TO_PASS = (
+    "e.g. evaluate.load('./metrics/{metric}', '{config}', model='/path/to/model') "
     "or, on the command line, --model {metric}=/path/to/model. "
     "The project's own checkpoints live in checkpoints/<metric>/."
 )
+MISSING_MODEL_HELP = (
+    "Could not load model {name!r}: {error}\n"
+    "The Hugging Face Hub may be unreachable (HF_HUB_OFFLINE={offline}). Pass a local directory instead, " + _HOW_TO_PASS
+)
+MISSING_PATH_HELP = (
+    "Could not load model {name!r}: {error}\n"
+    "It names a local path, so the Hugging Face Hub was not asked (a hub id is 'name' or 'org/name'). "
+    "Pass an existing directory (a relative path starts from the current directory, {cwd}), " + _HOW_TO_PASS
+)
+NOT_CACHED_HELP = (
+    "Could not load model {name!r}: it is not in the local Hugging Face cache and the Hub is off "
+    "(HF_HUB_OFFLINE=1), so it cannot be downloaded.\n"
+    "Unset HF_HUB_OFFLINE where the Hub can be reached, or pass a local directory instead, " + _HOW_TO_PASS
+)
+
+_TRUE = {"1", "on", "yes", "true"}
+# "name" or "org/name", as the Hub spells repository ids
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 
 
 class ModelNotAvailableError(OSError):
     """A model could not be found locally and the Hub could not be reached."""
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in _TRUE
+
+
+def hub_offline() -> bool:
+    """``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) as set now, or as
+    huggingface_hub read it at import: it reads the variable only then, so a
+    later setting (a test, a notebook) is honoured here."""
+    if _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE"):
+        return True
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return False
+    return bool(getattr(constants, "HF_HUB_OFFLINE", False))
+
+
+def looks_like_path(name: str) -> bool:
+    """True when ``name`` can only mean a local directory: absolute, starting
+    with ``.`` or ``~``, shaped like no hub id (several ``/``, a backslash), or
+    ``dir/name`` whose first component is a directory here (``models/x`` when
+    ``models/`` exists). Any other ``org/name`` is a hub id."""
+    if name.startswith((".", "~")) or os.path.isabs(name):
+        return True
+    if not _HUB_ID.match(name):
+        return "/" in name or "\\" in name  # a backslash: a Windows-style path, never a hub id
+    return "/" in name and os.path.isdir(name.split("/", 1)[0])
+
+
+def in_hub_cache(repo_id: str) -> bool:
+    """The model's ``config.json`` is in the local Hugging Face cache."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except (ImportError, ValueError):  # no huggingface_hub, or not a valid repo id
+        return False
+
+
+def resolve_model_name(name: str, metric: str = "<metric>", config: str = "default") -> str:
+    """The absolute path of an existing local directory, or ``name`` as a hub id.
+
+    Raises :class:`ModelNotAvailableError` at once, without asking the Hub,
+    for a path that does not exist (:func:`looks_like_path`) and, when the Hub
+    is off (:func:`hub_offline`), for a hub id missing from the local cache.
+    """
+    name = str(name)
+    expanded = os.path.expanduser(name)
+    if os.path.isdir(expanded):
+        return os.path.abspath(expanded)
+    if looks_like_path(name):
+        raise missing_model_error(name, FileNotFoundError(f"no such directory: {os.path.abspath(expanded)}"), metric=metric, config=config)
+    if hub_offline() and not in_hub_cache(name):
+        raise ModelNotAvailableError(NOT_CACHED_HELP.format(name=name, metric=metric, config=config))
+    return name
+
+
+def progress_disabled() -> bool:
+    """``D2T_NO_PROGRESS`` is set (to anything but ``0``, ``false``, ``no``, ``off`` or nothing)."""
+    return os.environ.get("D2T_NO_PROGRESS", "").strip().lower() not in {"", "0", "false", "no", "off"}
+
+
+def _progress_switches():
+    """``(huggingface_hub.utils, transformers.utils.logging)``, or ``None`` without those libraries."""
+    try:
+        from huggingface_hub import utils as hub_utils
+        from transformers.utils import logging as transformers_logging
+    except ImportError:
+        return None
+    return hub_utils, transformers_logging
+
+
+@contextlib.contextmanager
+def quiet_loading(enabled: Optional[bool] = None) -> Iterator[None]:
+    """Hide the progress bars transformers and huggingface_hub draw while a
+    model loads (transformers' "Loading weights" bar, download bars), and
+    restore their previous settings afterwards. ``enabled=None`` (the default)
+    follows ``D2T_NO_PROGRESS``; ``load_model`` and
+    ``checkpoints.load_compact`` load inside it."""
+    if enabled is None:
+        enabled = progress_disabled()
+    switches = _progress_switches() if enabled else None
+    if switches is None:
+        yield
+        return
+    hub_utils, transformers_logging = switches
+    hub_was_on = not hub_utils.are_progress_bars_disabled()
+    transformers_was_on = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()  # switches huggingface_hub's off too
+    hub_utils.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if transformers_was_on:
+            transformers_logging.enable_progress_bar()
+        if hub_was_on:
+            hub_utils.enable_progress_bars()
+        else:
+            hub_utils.disable_progress_bars()
 
 
 def get_device(device: Optional[str] = None) -> str:
@@ -44,6 +173,10 @@ def default_dtype(device: str):
 
 
 def missing_model_error(name: str, error: Exception, metric: str = "<metric>", config: str = "default") -> ModelNotAvailableError:
+    """The error for a model that cannot be loaded, saying how to pass a local
+    path; a missing local path says so and does not blame the Hub."""
+    if isinstance(error, FileNotFoundError) or looks_like_path(str(name)):
+        return ModelNotAvailableError(MISSING_PATH_HELP.format(name=name, error=error, cwd=os.getcwd(), metric=metric, config=config))
     return ModelNotAvailableError(
         MISSING_MODEL_HELP.format(name=name, error=error, offline=os.environ.get("HF_HUB_OFFLINE", "0"), metric=metric, config=config)
     )
@@ -69,10 +202,13 @@ def _load_cached(name: str, task: str, device: str, dtype_name: str, metric: str
     if os.path.isdir(name) and is_compact_checkpoint(name):
         tokenizer, model, _meta, _extra = load_compact(name, device=device, dtype=dtype)
         return tokenizer, model
+    # offline, a hub id was found in the cache (resolve_model_name); never ask the Hub for it again
+    local_only = hub_offline() and not os.path.isdir(name)
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(name)
-        auto = getattr(transformers, _AUTO_CLASSES[task])
-        model = auto.from_pretrained(name, dtype=dtype, use_safetensors=True)
+        with quiet_loading():
+            tokenizer = transformers.AutoTokenizer.from_pretrained(name, local_files_only=local_only)
+            auto = getattr(transformers, _AUTO_CLASSES[task])
+            model = auto.from_pretrained(name, dtype=dtype, use_safetensors=True, local_files_only=local_only)
     except (OSError, ValueError) as e:
         raise missing_model_error(name, e, metric=metric) from e
     model.to(device)
@@ -85,17 +221,18 @@ def load_model(name: str, task: str = "sequence-classification", device: Optiona
 
     ``task`` is one of ``sequence-classification``, ``seq2seq``, ``encoder``,
     ``question-answering``, ``token-classification``. A missing model raises
-    :class:`ModelNotAvailableError` that says how to pass a local path.
+    :class:`ModelNotAvailableError` that says how to pass a local path; a
+    missing local path, or offline a hub id not in the cache, raises it at
+    once (:func:`resolve_model_name`).
     """
     if task not in _AUTO_CLASSES:
         raise ValueError(f"unknown task {task!r}; choose one of {sorted(_AUTO_CLASSES)}")
+    name = resolve_model_name(str(name), metric=metric)
     device = get_device(device)
     if dtype is None:
         dtype = default_dtype(device)
     dtype_name = str(dtype).replace("torch.", "")
-    if os.path.isdir(os.path.expanduser(str(name))):
-        name = os.path.abspath(os.path.expanduser(str(name)))
-    return _load_cached(str(name), task, device, dtype_name, metric)
+    return _load_cached(name, task, device, dtype_name, metric)
 
 
 def clear_model_cache() -> None:
@@ -112,7 +249,7 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> List[List[
 
 def progress(iterable, total: Optional[int] = None, desc: str = "", enabled: bool = True):
     """A tqdm progress bar that can be switched off (``enabled=False`` or ``D2T_NO_PROGRESS=1``)."""
-    if not enabled or os.environ.get("D2T_NO_PROGRESS"):
+    if not enabled or progress_disabled():
         return iterable
     from tqdm.auto import tqdm
 

@@ -200,21 +200,15 @@ def parse_triple(text: str, index: Optional[int] = None) -> Triple:
         )
     if not all(parts):
         raise ValueError(f"{_where(index)}malformed triple {short_repr(text)}: subject, predicate and object must be non-empty")
-    return Triple(*parts)
-
-
-def _skip_spaces(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    return pos
+    return Triple._make(parts)  # three str: no need for the checking constructor
 
 
 def parse_mr(text: str, index: Optional[int] = None) -> Table:
     """Parse an E2E meaning representation ``name[The Eagle], eatType[coffee shop]``.
 
-    A single left-to-right scan with ``str.find``: linear in the input, whatever
-    it holds (a regular expression with overlapping ``\s*`` runs was quadratic
-    on long runs of spaces).
+    Split at each ``]`` with ``str`` methods: linear in the input, whatever it
+    holds (a regular expression with overlapping ``\s*`` runs was quadratic on
+    long runs of spaces).
     """
     if not isinstance(text, str):
         raise ValueError(f"{_where(index)}an E2E MR must be a str, got {type(text).__name__}: {short_repr(text)}")
@@ -223,31 +217,38 @@ def parse_mr(text: str, index: Optional[int] = None) -> Table:
     if len(stripped) >= 2 and stripped[0] == stripped[-1] == "'":
         stripped = stripped[1:-1].strip()
     where = f"{_where(index)}malformed E2E meaning representation {short_repr(text)}"
-    entries, pos, n = [], 0, len(stripped)
-    while pos < n:
-        start = pos
-        open_ = stripped.find("[", pos)
-        name = stripped[pos:open_] if open_ >= 0 else stripped[pos:]
-        if open_ < 0 or "]" in name or "," in name:
-            raise ValueError(f"{where} near {short_repr(stripped[start:start + 30])}: expected 'slot[value], ...'")
-        attr = name.strip()
+
+    def near(pos: int) -> str:
+        return short_repr(stripped[pos:pos + 30])
+
+    parts = stripped.split("]")
+    tail = parts.pop()  # what follows the last "]"
+    entries, pos = [], 0  # pos: where the current part starts in `stripped`
+    for k, part in enumerate(parts):
+        body, body_pos = part, pos
+        if k:
+            lead = len(part) - len(part.lstrip())
+            if not part.startswith(",", lead):
+                slot = stripped[slot_start:pos].strip()
+                raise ValueError(f"{where}: expected ',' after {short_repr(slot)}, found {near(pos + lead)}")
+            body, body_pos = part[lead + 1 :], pos + lead + 1
+        name, bracket, value = body.partition("[")
+        if not bracket or "[" in value or "," in name:
+            raise ValueError(f"{where} near {near(body_pos)}: expected 'slot[value], ...'")
+        attr, value = name.strip(), value.strip()
         if not attr:
-            raise ValueError(f"{where}: a slot has no name near {short_repr(stripped[start:start + 30].strip())}")
-        close = stripped.find("]", open_ + 1)
-        if close < 0 or "[" in stripped[open_ + 1 : close]:
-            raise ValueError(f"{where} near {short_repr(stripped[start:start + 30])}: expected 'slot[value], ...'")
-        value = stripped[open_ + 1 : close].strip()
+            raise ValueError(f"{where}: a slot has no name near {short_repr(stripped[body_pos:body_pos + 30].strip())}")
         if not value:
             raise ValueError(f"{where}: slot {short_repr(attr)} has an empty value")
-        entries.append(AttributeValue(attr, value))
-        pos = _skip_spaces(stripped, close + 1)
-        if pos < n:
-            if stripped[pos] != ",":
-                slot = stripped[start : close + 1].strip()
-                raise ValueError(f"{where}: expected ',' after {short_repr(slot)}, found {short_repr(stripped[pos:pos + 30])}")
-            pos = _skip_spaces(stripped, pos + 1)
-            if pos == n:
-                raise ValueError(f"{where}: trailing ','")
+        entries.append(AttributeValue._make((attr, value)))  # both str: no need for the checking constructor
+        slot_start = body_pos
+        pos += len(part) + 1
+    if tail.strip():
+        if tail.strip() == "," and entries:
+            raise ValueError(f"{where}: trailing ','")
+        if entries and not tail.lstrip().startswith(","):
+            raise ValueError(f"{where}: expected ',' after {short_repr(stripped[slot_start:pos].strip())}, found {near(pos + len(tail) - len(tail.lstrip()))}")
+        raise ValueError(f"{where} near {near(pos)}: expected 'slot[value], ...'")
     if not entries:
         raise ValueError(f"{_where(index)}empty E2E meaning representation {short_repr(text)}")
     return Table(entries, kind=E2E_MR, source=text)

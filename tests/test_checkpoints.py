@@ -91,3 +91,29 @@ def test_warm_start_continues_from_a_checkpoint(tiny_encoder, tmp_path):
     other = checkpoints.apply_lora(checkpoints.build_base_model(meta), dict(meta["lora"], target_modules=["query"]))
     with pytest.raises(ValueError, match="does not fit"):
         checkpoints.warm_start(other, str(tmp_path))
+
+
+def test_loading_prints_no_future_warning(tiny_encoder, tmp_path):
+    """peft read transformers' deprecated `is_gradient_checkpointing` on every
+    load, printing a FutureWarning; it is silenced at that call only."""
+    import warnings
+
+    meta = _meta(tiny_encoder)
+    checkpoints.save_compact(_trained_lora_model(meta), str(tmp_path), meta)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        checkpoints.load_compact(str(tmp_path))
+        checkpoints.apply_lora(checkpoints.build_base_model(meta), meta["lora"])
+    assert not [w for w in caught if "is_gradient_checkpointing" in str(w.message)]
+
+
+@pytest.mark.parametrize("missing", ["/no/such/checkpoint", "no_such_dir/inside"])
+def test_missing_checkpoint_fails_at_once(missing, tmp_path, monkeypatch):
+    from d2t_metrics.models import ModelNotAvailableError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelNotAvailableError, match="no such directory: " + os.path.abspath(missing)):
+        checkpoints.load_compact(missing)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelNotAvailableError, match="no checkpoint file"):
+        checkpoints.load_compact(str(tmp_path / "empty"))

@@ -94,7 +94,7 @@ def test_rule_score_lemma_level(nlp):
     assert rule_score(doc_arcs(nlp("The cats sit on the mat.")), src)[0] == 1.0
     score, per_arc = rule_score(doc_arcs(nlp("The cat sat on the sofa.")), src)
     assert score == 0.5 and per_arc == [1.0, 0.0]
-    assert rule_score([], src)[0] == 1.0
+    assert rule_score([], src)[0] == 0.0  # a text without arcs states nothing the source supports
 
 
 def test_arc_alignment_features(nlp):
@@ -150,7 +150,8 @@ def test_rule_metric_constructed_example(rule_metric):
     assert ex[0]["score"] == 1.0 and ex[0]["ok"]
     bad = {(a["head"], a["relation"], a["child"]) for a in ex[1]["arcs"] if a["probability"] < 0.5}
     assert ("gave", "nsubj", "Mary") in bad and ex[1]["score"] < 1.0 and not ex[1]["ok"]
-    assert ex[2]["num_arcs"] == 0 and ex[2]["score"] == 1.0
+    assert ex[2]["num_arcs"] == 0 and ex[2]["score"] == 0.0 and not ex[2]["ok"] and ex[2]["no_arcs"]
+    assert not ex[0]["no_arcs"] and not ex[1]["no_arcs"]
     assert res["score"] == pytest.approx(sum(e["score"] for e in ex) / 3)
 
 
@@ -187,9 +188,9 @@ def test_docstring_example_runs(monkeypatch):
         ({"predictions": ["a b c", "d e f"], "sources": ["a b c"]}, "2 predictions but 1 sources"),
         ({"predictions": ["a b c", None], "sources": ["x", "y"]}, "example 1"),
         ({"predictions": ["a b c"], "sources": ["   "]}, "example 0: source is empty"),
-        ({"predictions": ["a b c"], "sources": [3]}, "example 0: source must be a string"),
-        ({"predictions": ["a b c"]}, "pass sources="),
-        ({"predictions": ["a b c"], "sources": "a b c"}, "one source text per prediction"),
+        ({"predictions": ["a b c"], "sources": [3]}, "example 0: source must be a str, got int"),
+        ({"predictions": ["a b c"]}, r"needs tables= \(or sources=\)"),
+        ({"predictions": ["a b c"], "sources": "a b c"}, "sources must be a list with one entry per example, got a single string"),
         ({"predictions": ["a b c"], "tables": [[]]}, "example 0"),
         ({"predictions": ["a b c"], "sources": ["a b c"], "threshold": 1.5}, "threshold"),
     ],
@@ -234,7 +235,7 @@ def test_model_scores_and_arcs(tiny_metric):
         assert ex["num_arcs"] == len(probs) > 0
         assert all(0.0 < p < 1.0 for p in probs)
         assert ex["score"] == pytest.approx(sum(probs) / len(probs), abs=1e-5)
-        assert ex["min"] == pytest.approx(min(probs), abs=1e-5)
+        assert ex["min_score"] == pytest.approx(min(probs), abs=1e-5)
         assert ex["ok"] == (min(probs) >= 0.5)
     assert res["score"] == pytest.approx(sum(e["score"] for e in res["examples"]) / 3)
 
@@ -270,6 +271,99 @@ def test_long_hypothesis_keeps_every_arc(tiny_metric, nlp):
     scorer = tiny_metric.scorer
     segs = scorer.segments(nlp(hyp), *scorer._source_sentences(nlp("The cat sat on the mat.")))
     assert len(segs) > 1
+
+
+NO_ARC_TEXTS = ["", "   ", "\n", "Yes", "中" * 40]
+
+
+@pytest.mark.parametrize("config", ["rule", "default"])
+def test_text_without_arcs_is_not_credited(config, tiny_metric, rule_metric):
+    """Issue #14: an empty prediction scored 1.0, the best possible score; in
+    WebNLG 2020 an empty output got every human rating 0. A text without arcs
+    now scores 0.0, is never ok and says why, in both scorers."""
+    metric = rule_metric if config == "rule" else tiny_metric
+    source = "The pilot ate rice."
+    res = metric.compute(predictions=NO_ARC_TEXTS + [source], sources=[source] * (len(NO_ARC_TEXTS) + 1), per_example=True, show_progress=False)
+    *empty, real = res["examples"]
+    for text, ex in zip(NO_ARC_TEXTS, empty):
+        assert ex["num_arcs"] == 0 and ex["arcs"] == [], text
+        assert (ex["score"], ex["min_score"], ex["ok"], ex["no_arcs"]) == (0.0, 0.0, False, True), text
+    assert real["num_arcs"] > 0 and not real["no_arcs"] and real["score"] > 0.0
+    assert res["ok_rate"] <= 1 / (len(NO_ARC_TEXTS) + 1)
+
+
+LONG_WORD_TEXTS = [
+    "The pilot ate " + "中" * 125 + " quickly.",  # the issue's repro
+    "The pilot visited https://example.com/" + "abcdefgh/" * 60 + " yesterday.",
+    "The pilot ate " + "1." * 300 + "1 rice.",
+    " ".join(["The pilot ate " + "中" * 90 + " quickly."] * 6),  # many long words
+    "The \x00\x01 pilot ate \x7f rice \u200b quickly.",  # control and zero-width characters
+    "中" * 700,  # a hypothesis that is one huge word
+]
+
+
+def test_shipped_checkpoint_survives_a_long_word():
+    """Issue #14: a word of 125+ sub-tokens raised the tokenizer's bare
+    'Exception: Truncation error' and lost the batch."""
+    metric = evaluate.load(metric_path("dae"), model=os.path.join(ROOT, "checkpoints", "dae"), device="cpu")
+    res = metric.compute(predictions=LONG_WORD_TEXTS[:1] + ["The pilot ate rice."], sources=["The pilot ate rice."] * 2,
+                         per_example=True, show_progress=False)
+    long_word, plain = res["examples"]
+    assert long_word["num_arcs"] == 3 and long_word["truncated"]  # the word was cut to its first sub-tokens
+    assert ("ate", "dobj", "中" * 125) in {(a["head"], a["relation"], a["child"]) for a in long_word["arcs"]}
+    assert not plain["truncated"] and plain["ok"]
+
+
+@pytest.fixture()
+def transformers_log():
+    """Messages transformers logs while the test runs (its loggers do not
+    propagate to the root logger, and its handler writes to the stderr of
+    import time, so neither caplog nor capfd sees them)."""
+    import logging
+
+    records = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: records.append(record.getMessage())
+    logger = logging.getLogger("transformers")
+    logger.addHandler(handler)
+    yield records
+    logger.removeHandler(handler)
+
+
+def test_no_input_crashes_on_length(tiny_metric, transformers_log):
+    scorer = tiny_metric.scorer
+    scorer.tokenizer.deprecation_warnings.pop("sequence-length-is-longer-than-the-specified-maximum", None)
+    long_source = " ".join(f"The pilot number {i} ate rice near the " + "river" * 30 + " quickly." for i in range(300))
+    texts = LONG_WORD_TEXTS + ["", "The pilot ate rice quickly."]
+    sources = ["The pilot ate rice."] * len(LONG_WORD_TEXTS) + ["The pilot ate rice.", long_source]
+    res = tiny_metric.compute(predictions=texts, sources=sources, per_example=True, show_progress=False)
+    ex = res["examples"]
+    assert [e["truncated"] for e in ex] == [True, True, True, True, False, False, False, True]
+    assert ex[-1]["num_arcs"] > 0 and ex[-2]["no_arcs"] and ex[-3]["no_arcs"]
+    # length is handled here, the tokenizer's warning about it would mislead
+    assert not [m for m in transformers_log if "Token indices sequence length" in m], transformers_log
+
+
+def test_every_segment_fits_without_truncation(tiny_metric, nlp):
+    """Segments are built so that no truncation can happen: each one, with its
+    source window, is at most max_length sub-tokens (the tokenizer cuts nothing)."""
+    scorer = tiny_metric.scorer
+    sources = ["The pilot ate rice.", " ".join(["A pilot ate " + "rice" * 20 + " today."] * 40), "x"]
+    for text in LONG_WORD_TEXTS:
+        for source in sources:
+            for _, hyp_words, src_words, _ in scorer.segments(nlp(text), *scorer._source_sentences(nlp(source))):
+                ids = scorer.tokenizer(src_words, hyp_words, is_split_into_words=True, verbose=False)["input_ids"]
+                assert len(ids) <= scorer.max_length, (text[:30], source[:30])
+
+
+def test_encode_pairs_never_raises_on_a_long_hypothesis(tiny_metric):
+    from metrics.dae.model import encode_pairs
+
+    tok = tiny_metric.scorer.tokenizer
+    hyp = ["the", "pilot", "x" * 50, "z" * 99, "river"]  # ~150 sub-tokens, longer than max_length alone
+    enc, positions = encode_pairs(tok, [["a", "source"]], [hyp], max_length=32)
+    assert enc["input_ids"].shape[1] <= 32 and len(positions[0]) == len(hyp)
+    assert all(0 < p < 32 for p in positions[0])
 
 
 def test_signature(tiny_metric, tiny_dae):
@@ -476,7 +570,7 @@ def test_app_imports_without_launching_and_renders():
     spec = importlib.util.spec_from_file_location("dae_app", os.path.join(metric_path("dae"), "app.py"))
     app = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(app)
-    example = {"score": 0.5, "min": 0.1, "ok": False, "not_entailed": 1, "arcs": [
+    example = {"score": 0.5, "min_score": 0.1, "ok": False, "not_entailed": 1, "arcs": [
         {"head": "sat", "relation": "nsubj", "child": "dog", "head_index": 2, "child_index": 1, "probability": 0.1},
         {"head": "sat", "relation": "prep:on", "child": "mat", "head_index": 2, "child_index": 5, "probability": 0.9}]}
     out = app.render(example, ["The", "dog", "sat", "on", "the", "mat", "."])

@@ -55,7 +55,8 @@ def test_missing_model_says_how_to_pass_a_path(name, monkeypatch):
         load_model(name, device="cpu", metric="nli_semantic_accuracy")
     message = str(info.value)
     assert name in message
-    assert "Pass a local directory instead" in message
+    # a hub id that cannot be had: use a local copy; a path that does not exist: give one that does
+    assert ("Pass an existing directory" if name.startswith("/") else "pass a local directory instead") in message
     assert "evaluate.load('./metrics/nli_semantic_accuracy'" in message
     assert "--model nli_semantic_accuracy=/path/to/model" in message
     assert "checkpoints/<metric>/" in message
@@ -133,3 +134,120 @@ def test_clear_model_cache(tiny_encoder):
     models.clear_model_cache()
     _, second = load_model(tiny_encoder, task="encoder", device="cpu")
     assert first is not second
+
+
+# ---------------------------------------------------------------- fast failures (issue #14)
+
+
+@pytest.fixture()
+def hub_must_not_be_asked(monkeypatch):
+    """Online as far as huggingface_hub knows, and any from_pretrained call fails the test."""
+    import huggingface_hub.constants
+    import transformers
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+
+    def asked(*args, **kwargs):
+        raise AssertionError(f"the Hub was asked for {args[:1]}")
+
+    for auto in ("AutoTokenizer", "AutoModelForSequenceClassification", "AutoModel"):
+        monkeypatch.setattr(getattr(transformers, auto), "from_pretrained", asked)
+
+
+@pytest.mark.parametrize("name", ["/no/such/model/dir", "./no_such_model", "../no_such_model", "~/no_such_d2t_model", "models/x", "a/b/c"])
+def test_missing_path_fails_at_once(name, tmp_path, monkeypatch, hub_must_not_be_asked):
+    """A path used to be sent to the Hub: 'Repo id must be in the form...' for an
+    absolute one, 19 DNS lookups over about 64 s for a relative one."""
+    import time
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()  # so "models/x" names a local directory, not the hub id models/x
+    start = time.perf_counter()
+    with pytest.raises(ModelNotAvailableError) as info:
+        load_model(name, device="cpu", metric="nli_semantic_accuracy")
+    assert time.perf_counter() - start < 2
+    message = str(info.value)
+    assert f"no such directory: {os.path.abspath(os.path.expanduser(name))}" in message
+    assert "the Hugging Face Hub was not asked" in message and "--model nli_semantic_accuracy=/path/to/model" in message
+
+
+def test_offline_hub_id_not_in_cache_fails_at_once(monkeypatch, hub_must_not_be_asked):
+    """Set after huggingface_hub was imported (a test, a notebook), HF_HUB_OFFLINE
+    used to be ignored: roberta-large-mnli retried the Hub for about 47 s."""
+    import time
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    start = time.perf_counter()
+    with pytest.raises(ModelNotAvailableError, match="not in the local Hugging Face cache") as info:
+        load_model("no-such-org/no-such-model", device="cpu", metric="nli_semantic_accuracy")
+    assert time.perf_counter() - start < 2
+    assert "model='/path/to/model'" in str(info.value)
+
+
+def test_hub_ids_and_paths_are_told_apart(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()
+    assert not models.looks_like_path("roberta-large-mnli")
+    assert not models.looks_like_path("FacebookAI/roberta-large-mnli")  # no local FacebookAI/ directory
+    for name in ("/abs/x", "./x", "../x", "~/x", ".x", "models/x", "a/b/c", "models\\x"):
+        assert models.looks_like_path(name), name
+
+
+def test_offline_cached_hub_id_is_kept(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    snapshot = tmp_path / "models--some-org--cached-model" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (tmp_path / "models--some-org--cached-model" / "refs").mkdir()
+    (tmp_path / "models--some-org--cached-model" / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert models.resolve_model_name("some-org/cached-model") == "some-org/cached-model"
+    with pytest.raises(ModelNotAvailableError):
+        models.resolve_model_name("some-org/other-model")
+
+
+def test_online_hub_id_goes_through_from_pretrained(monkeypatch):
+    """Without HF_HUB_OFFLINE a hub id takes transformers' normal path."""
+    import huggingface_hub.constants
+    import transformers
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    asked = []
+
+    def unreachable(name, **kwargs):
+        asked.append((name, kwargs.get("local_files_only")))
+        raise OSError("We couldn't connect to 'https://huggingface.co'")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", unreachable)
+    with pytest.raises(ModelNotAvailableError, match="Hub may be unreachable"):
+        load_model("some-org/some-model", device="cpu")
+    assert [name for name, _ in asked] == ["some-org/some-model"] and not asked[0][1]
+
+
+# ---------------------------------------------------------------- progress bars
+
+
+def test_loading_bars_follow_d2t_no_progress(tiny_encoder, monkeypatch, capfd):
+    """transformers' "Loading weights" bar is hidden under D2T_NO_PROGRESS=1 (the
+    command line's --no-progress), and the previous settings come back after."""
+    from transformers.utils import logging as transformers_logging
+
+    monkeypatch.setenv("D2T_NO_PROGRESS", "1")
+    transformers_logging.enable_progress_bar()
+    models.clear_model_cache()
+    capfd.readouterr()
+    load_model(tiny_encoder, task="encoder", device="cpu")
+    assert "Loading weights" not in capfd.readouterr().err
+    assert transformers_logging.is_progress_bar_enabled()
+    with models.quiet_loading():
+        assert not transformers_logging.is_progress_bar_enabled()
+    with models.quiet_loading(enabled=False):
+        assert transformers_logging.is_progress_bar_enabled()
+    monkeypatch.setenv("D2T_NO_PROGRESS", "0")
+    assert not models.progress_disabled()

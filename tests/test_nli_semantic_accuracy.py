@@ -233,6 +233,106 @@ def test_long_inputs_do_not_crash(tiny_metric):
     assert 0.0 <= out["examples"][0]["confidence"] <= 1.0
 
 
+def overlap_predictions(scorer):
+    """A stand-in for the model's forward pass that reads the token ids it is
+    given: a pair is entailed iff every hypothesis token occurs in the premise
+    window that was actually fed to the model (so what a window does not hold
+    cannot be seen)."""
+    sep = scorer.tokenizer.sep_token_id
+    special = set(scorer.tokenizer.all_special_ids)
+
+    def predict(features):
+        rows = []
+        for f in features:
+            ids = list(f["input_ids"])
+            cut = ids.index(sep)
+            premise, hypothesis = set(ids[:cut]) - special, set(ids[cut:]) - special
+            entailed = hypothesis <= premise
+            row = [0.05] * len(scorer.labels)
+            row[scorer.entailment_index] = 0.9 if entailed else 0.05
+            row[(scorer.entailment_index + 1) % len(row)] += 0.0 if entailed else 0.85
+            rows.append(row)
+        return rows
+
+    return predict
+
+
+FILLER = "the city airport is near the river ."  # none of the words of the fact below
+FACT_TABLE = ["The_Eagle | food | coffee"]  # backoff: "The food of The Eagle is coffee."
+
+
+@pytest.fixture()
+def windowed_metric(tiny_nli, monkeypatch):
+    """The tiny model read 64 tokens at a time, its forward pass replaced by :func:`overlap_predictions`."""
+    m = load(tiny_nli, "backoff", max_length=64)
+    monkeypatch.setattr(m.scorer, "predict_features", overlap_predictions(m.scorer))
+    return m
+
+
+def test_fact_stated_late_in_a_long_text_is_found(windowed_metric):
+    """Issue #14: the premise was cut to the model's length, so a fact stated
+    after it was judged omitted. Now the text is read in overlapping windows."""
+    text = " ".join([FILLER] * 30 + ["the food of the eagle is coffee ."] + [FILLER] * 3)
+    ex = windowed_metric.compute(predictions=[text], tables=[FACT_TABLE], per_example=True, show_progress=False)["examples"][0]
+    omission = ex["checks"][0]
+    assert omission["type"] == "omission" and omission["entailed"] and omission["windows"] > 3
+    assert not ex["omission"] and not omission["truncated"] and not ex["truncated"]  # windowed, nothing unseen
+
+
+def test_hallucination_late_in_a_long_text_is_found(windowed_metric):
+    """The hallucination check reads a long text in sentence parts: it is
+    entailed only if every part is, so an addition at its end still counts."""
+    faithful = " ".join(["the food of the eagle is coffee ."] * 20)
+    ex = windowed_metric.compute(predictions=[faithful, faithful + " the eagle is a blue pub ."], tables=[FACT_TABLE] * 2,
+                                 per_example=True, show_progress=False)["examples"]
+    assert [e["hallucination"] for e in ex] == [False, True]
+    assert all(e["checks"][-1]["windows"] > 1 and not e["truncated"] for e in ex)
+
+
+def test_truncated_only_when_something_is_cut(windowed_metric):
+    """A single sentence longer than half the window is the one thing still cut."""
+    run_on = " ".join(["the food of the eagle is coffee and"] * 12) + " the eagle is a pub"  # one sentence, > 32 tokens
+    ex = windowed_metric.compute(predictions=[run_on, "the food of the eagle is coffee ."], tables=[FACT_TABLE] * 2,
+                                 per_example=True, show_progress=False)["examples"]
+    assert ex[0]["truncated"] and ex[0]["checks"][-1]["truncated"] and not ex[0]["checks"][0]["truncated"]
+    assert not ex[1]["truncated"] and [c["windows"] for c in ex[1]["checks"]] == [1, 1]
+
+
+def test_scorer_rows_say_how_a_pair_was_read(tiny_nli):
+    scorer = _sibling("nli_model").NLIScorer(tiny_nli, device="cpu", max_length=32)
+    short, long_premise = scorer(["the city is near the river", " ".join([FILLER] * 20)], ["a river", "the river"], show_progress=False)
+    assert (short.windows, short.truncated) == (1, False) and len(short) == 3
+    assert long_premise.windows > 1 and not long_premise.truncated
+    assert abs(sum(long_premise) - 1) < 1e-5
+    assert scorer.as_dict(long_premise).windows == long_premise.windows
+
+
+@pytest.fixture()
+def transformers_log():
+    """Messages transformers logs while the test runs (its loggers do not
+    propagate to the root logger, and its handler writes to the stderr of
+    import time, so neither caplog nor capfd sees them)."""
+    import logging
+
+    records = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: records.append(record.getMessage())
+    logger = logging.getLogger("transformers")
+    logger.addHandler(handler)
+    yield records
+    logger.removeHandler(handler)
+
+
+def test_no_misleading_length_warning(tiny_metric, transformers_log):
+    """The tokenizer's 'Token indices sequence length is longer than the
+    specified maximum' warning is wrong where the scorer handles length itself."""
+    tiny_metric.scorer.tokenizer.deprecation_warnings.pop("sequence-length-is-longer-than-the-specified-maximum", None)
+    text = " ".join([FILLER] * 40)  # far beyond the tiny model's 128 tokens
+    tiny_metric.compute(predictions=[text], tables=[TRIPLES], show_progress=False)
+    tiny_metric.scorer.encode([text], ["a river"])
+    assert not [m for m in transformers_log if "Token indices sequence length" in m], transformers_log
+
+
 class _MustNotRun:
     def __call__(self, *a, **k):
         raise AssertionError("the model ran before the inputs were validated")

@@ -57,7 +57,7 @@ def render(example, words=None) -> str:
     )
     verdict = "all arcs entailed" if example["ok"] else f'{example["not_entailed"]} arc(s) not entailed'
     return (
-        f'<p><b>DAE score {example["score"]:.3f}</b> (min {example["min"]:.3f}; {verdict})</p>'
+        f'<p><b>DAE score {example["score"]:.3f}</b> (min {example["min_score"]:.3f}; {verdict})</p>'
         f"<p>{text or '<i>no arcs to judge</i>'}</p>"
         f"<table><tr><th>head</th><th>relation</th><th>child</th><th>P(entailed)</th></tr>{rows}</table>"
     )

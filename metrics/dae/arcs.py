@@ -284,9 +284,10 @@ assert set(_FEATURE_FUNCTIONS) == set(ARC_FEATURES)
 def rule_score(hyp_arcs: Sequence[Arc], source_keys: Set[Tuple[str, str, str]]) -> Tuple[float, List[float]]:
     """The paper's rule-based baseline: the fraction of hypothesis arcs that are
     also arcs of the source (lemma-level head, relation and child). A text
-    without arcs scores 1.0 (nothing to contradict), like the model."""
+    without arcs scores 0.0, like the model: it states nothing the source
+    could support (see the ``scorer`` module docstring)."""
     per_arc = [1.0 if a.key() in source_keys else 0.0 for a in hyp_arcs]
-    return (sum(per_arc) / len(per_arc) if per_arc else 1.0), per_arc
+    return (sum(per_arc) / len(per_arc) if per_arc else 0.0), per_arc
 
 
 # --------------------------------------------------------------------------

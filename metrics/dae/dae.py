@@ -70,12 +70,17 @@ Args:
 Returns:
     score (float): mean over examples of the mean arc entailment probability.
     min_score (float): mean over examples of the lowest arc probability.
-    ok_rate (float): share of examples with no arc below the threshold.
+    ok_rate (float): share of examples that have arcs and none below the threshold.
     examples (list of dict, with per_example=True): "score" (mean arc
-        probability; 1.0 for a text without arcs), "min", "ok",
-        "not_entailed" (arcs below threshold), "num_arcs", "truncated"
-        (source windowed) and "arcs": head, relation, child, their word
-        indices and the probability of each arc.
+        probability; 0.0 for a text without arcs), "min_score" (the lowest
+        arc probability), "ok" (False for a text without arcs),
+        "not_entailed" (arcs below threshold), "num_arcs", "no_arcs" (True
+        when the text has no dependency arc to judge: empty, one word, or
+        unparsed text; it states nothing verifiable, so it is not credited),
+        "truncated" (the source was windowed, or a word of the prediction
+        longer than 16 sub-tokens was fed to the model as its first 16) and
+        "arcs": head, relation, child, their word indices and the
+        probability of each arc.
 Examples:
     >>> dae = evaluate.load("./metrics/dae", "rule")
     >>> results = dae.compute(
@@ -212,7 +217,7 @@ class DAE(CheckedInputs, evaluate.Metric):
         n = max(len(examples), 1)
         result = {
             "score": sum(e["score"] for e in examples) / n,
-            "min_score": sum(e["min"] for e in examples) / n,
+            "min_score": sum(e["min_score"] for e in examples) / n,
             "ok_rate": sum(e["ok"] for e in examples) / n,
         }
         if per_example:

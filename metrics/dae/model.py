@@ -70,15 +70,31 @@ def load_head(extra: Dict[str, Any], hidden_size: int):
     return head
 
 
+def pair_strategy(tokenizer, hypotheses: Sequence[Sequence[str]], max_length: int) -> str:
+    """``"only_first"`` (cut only the source) when every hypothesis fits
+    ``max_length`` with the special tokens, else ``"longest_first"``.
+
+    ``only_first`` raises a bare ``Exception: Truncation error`` from the
+    tokenizers library when a hypothesis alone is too long; the scorer's
+    segments always fit, but training data and direct callers need not."""
+    room = max_length - tokenizer.num_special_tokens_to_add(pair=True)
+    # verbose=False: over-long hypotheses are handled here, the tokenizer's length warning would mislead
+    ids = tokenizer([list(h) for h in hypotheses], is_split_into_words=True, add_special_tokens=False, verbose=False)["input_ids"]
+    return "only_first" if all(len(x) <= room for x in ids) else "longest_first"
+
+
 def encode_pairs(tokenizer, sources: Sequence[Sequence[str]], hypotheses: Sequence[Sequence[str]], max_length: int):
     """Tokenize (source words, hypothesis words) pairs; returns the batch and,
     per pair, the position of the first sub-token of every hypothesis word.
 
-    A hypothesis word with no sub-token (e.g. a stray control character)
-    borrows the position of the nearest earlier word, or of the separator."""
+    The source is truncated to fit ``max_length``; a hypothesis that cannot fit
+    even alone is truncated too (see :func:`pair_strategy`) instead of raising.
+    A hypothesis word with no sub-token (e.g. a stray control character, or a
+    word cut off by that truncation) borrows the position of the nearest
+    earlier word, or of the separator."""
     enc = tokenizer(
         [list(s) for s in sources], [list(h) for h in hypotheses], is_split_into_words=True,
-        truncation="only_first", max_length=max_length, padding=True, return_tensors="pt",
+        truncation=pair_strategy(tokenizer, hypotheses, max_length), max_length=max_length, padding=True, return_tensors="pt",
     )
     positions: List[List[int]] = []
     for b, hyp in enumerate(hypotheses):

@@ -3,13 +3,22 @@
 Both load their spaCy pipeline (and model) once, parse with ``nlp.pipe`` in
 batches, and return one dict per example::
 
-    {"score": mean P(entailed) over arcs, "min": lowest arc probability,
-     "ok": no arc below the threshold, "not_entailed": count of arcs below it,
-     "num_arcs": ..., "arcs": [{"head", "relation", "child", "head_index",
-     "child_index", "probability"}], "truncated": source was windowed}
+    {"score": mean P(entailed) over arcs, "min_score": lowest arc probability,
+     "ok": arcs exist and none is below the threshold,
+     "not_entailed": count of arcs below it, "num_arcs": ...,
+     "no_arcs": the text has no dependency arc to judge,
+     "arcs": [{"head", "relation", "child", "head_index", "child_index",
+     "probability"}], "truncated": the source was windowed or a word of the
+     hypothesis was cut (below)}
 
-A hypothesis without arcs (empty, one word) scores 1.0: DAE judges what is
-said, and nothing was said that the source could contradict.
+**A text without arcs** (empty or whitespace-only, one word, or text the
+parser links into no arc, e.g. one long token of non-English script) scores
+0.0, with ``min`` 0.0, ``ok`` False and ``no_arcs`` True, in both scorers.
+DAE can only credit what a text says through its arcs; a text that states
+nothing verifiable cannot be credited as faithful, and giving it the best
+possible score (nothing to contradict) would rank an empty output above
+every real one (in the WebNLG 2020 human evaluation an empty output got
+every rating 0).
 
 **Windowing.** The encoder reads ``[CLS] source [SEP] hypothesis [SEP]`` in
 ``max_length`` sub-tokens (128, as trained). The hypothesis is cut into
@@ -19,8 +28,13 @@ window of the source: the whole source when it fits, else the source
 sentences sharing the most content words with the segment, kept in source
 order, else the best-matching span of the best sentence
 (``arcs.select_window``). An arc takes its head and child vectors from the
-segment each word sits in. Nothing is ever cut from the hypothesis, and no
-input crashes on length.
+segment each word sits in. A word is represented by its first sub-token, so
+a hypothesis word of more than ``MAX_WORD_PIECES`` sub-tokens (a long URL, a
+run of CJK characters, ``1.1.1...``) is fed to the encoder as its longest
+prefix of at most that many sub-tokens (and at most the segment budget), and
+the example is marked ``truncated``. Every segment therefore fits
+``max_length`` by construction; no word or arc of the hypothesis is dropped,
+and no input crashes on length.
 """
 
 from __future__ import annotations
@@ -32,6 +46,11 @@ from .model import DEFAULT_MAX_LENGTH, encode_pairs, load_dae_checkpoint
 
 THRESHOLD = 0.5
 
+# Sub-tokens of one hypothesis word the encoder sees. The word's vector is its
+# first sub-token's, so a few more only add context; more than this would let
+# one word (a URL, a run of CJK characters) crowd out its sentence, or not fit at all.
+MAX_WORD_PIECES = 16
+
 
 def parse_unique(nlp, texts: Sequence[str], batch_size: int = 64) -> Dict[str, Any]:
     """spaCy docs for the distinct texts (sources repeat across predictions)."""
@@ -40,15 +59,24 @@ def parse_unique(nlp, texts: Sequence[str], batch_size: int = 64) -> Dict[str, A
     return dict(zip(unique, nlp.pipe(unique, batch_size=batch_size, disable=disable)))
 
 
+def _no_arcs_result(truncated: bool = False) -> Dict[str, Any]:
+    """A text with no arc says nothing verifiable: the lowest score, never ok
+    (the module docstring gives the reasons)."""
+    return {"score": 0.0, "min_score": 0.0, "ok": False, "not_entailed": 0, "num_arcs": 0, "no_arcs": True, "arcs": [], "truncated": truncated}
+
+
 def _result(arcs: Sequence[Arc], probs: Sequence[float], threshold: float, truncated: bool = False) -> Dict[str, Any]:
+    if not arcs:
+        return _no_arcs_result(truncated)
     probs = [float(p) for p in probs]
     bad = sum(p < threshold for p in probs)
     return {
-        "score": sum(probs) / len(probs) if probs else 1.0,
-        "min": min(probs) if probs else 1.0,
+        "score": sum(probs) / len(probs),
+        "min_score": min(probs),
         "ok": bad == 0,
         "not_entailed": bad,
         "num_arcs": len(arcs),
+        "no_arcs": False,
         "arcs": [dict(a.as_dict(), probability=round(p, 6)) for a, p in zip(arcs, probs)],
         "truncated": truncated,
     }
@@ -90,7 +118,12 @@ class DAEScorer:
         limit = getattr(self.encoder.config, "max_position_embeddings", 512) - 2
         self.max_length = min(int(max_length or self.meta.get("max_length") or DEFAULT_MAX_LENGTH), limit)
         self.nlp = load_spacy(spacy_model)
+        # sub-tokens a (source, hypothesis) pair may take besides [CLS] and the two [SEP]
+        self.room = self.max_length - self.tokenizer.num_special_tokens_to_add(pair=True)
+        if self.room < 2:
+            raise ValueError(f"max_length {self.max_length} leaves no room for a source and a hypothesis")
         self._piece_counts: Dict[str, int] = {}
+        self._capped: Dict[Tuple[str, int], str] = {}
         num_features = int(getattr(self.head, "num_features", 0))
         # a checkpoint names its features in its metadata; one that does not has the five lexical ones
         self.feature_names = list(self.meta.get("arc_features") or (LEXICAL_FEATURES if num_features else ()))
@@ -98,25 +131,65 @@ class DAEScorer:
             raise ValueError(f"{model_path}: the arc head takes {num_features} features but the metadata names {len(self.feature_names)}")
 
     # ---- segmentation -------------------------------------------------
+    def _count_pieces_uncached(self, words: Sequence[str]) -> List[int]:
+        """Sub-tokens of each word, counted as ``encode_pairs`` tokenizes it
+        (a word of a pre-split sequence), so the segment budgets are exact."""
+        if not words:
+            return []
+        # verbose=False: long words are expected here and capped by the caller;
+        # the tokenizer's "longer than the maximum sequence length" warning would mislead
+        ids = self.tokenizer([[w] for w in words], is_split_into_words=True, add_special_tokens=False, verbose=False)["input_ids"]
+        return [len(x) for x in ids]
+
+    def _count_pieces(self, words: Sequence[str]) -> List[int]:
+        missing = [w for w in dict.fromkeys(words) if w not in self._piece_counts]
+        self._piece_counts.update(zip(missing, self._count_pieces_uncached(missing)))
+        return [self._piece_counts[w] for w in words]
+
     def _pieces(self, word: str) -> int:
-        n = self._piece_counts.get(word)
-        if n is None:
-            n = len(self.tokenizer.tokenize(word)) if word.strip() else 0
-            self._piece_counts[word] = n
-        return n
+        return self._count_pieces([word])[0]
+
+    def _capped_word(self, word: str, cap: int) -> str:
+        """The longest prefix of ``word`` with at most ``cap`` sub-tokens
+        (binary search; only prefixes whose count was checked are returned, so
+        the result always fits, and ``""`` at worst, which borrows the
+        previous word's position)."""
+        key = (word, cap)
+        if key not in self._capped:
+            lo, hi = 0, len(word)  # word[:lo] fits; word[:hi] may not
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if self._count_pieces_uncached([word[:mid]])[0] <= cap:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            self._capped[key] = word[:lo]
+        return self._capped[key]
 
     def _source_sentences(self, doc) -> Tuple[List[List[str]], List[List[int]]]:
         sents = [s.text.split() for s in doc.sents]
         sents = [s for s in sents if s]
-        return sents, [[self._pieces(w) for w in s] for s in sents]
+        return sents, [self._count_pieces(s) for s in sents]
 
     def segments(self, hyp_doc, src_sents, src_lens) -> List[Tuple[int, List[str], List[str], bool]]:
-        """``(word offset, hypothesis words, source words, truncated)`` per segment."""
-        room = self.max_length - 3
+        """``(word offset, hypothesis words, source words, truncated)`` per segment.
+
+        Every segment fits ``max_length`` with its source window: each word is
+        capped to ``word_cap`` <= ``hyp_budget`` sub-tokens, a segment holds at
+        most ``hyp_budget`` and its source window at most the rest.
+        ``truncated`` is set when the source was windowed or a word capped."""
+        room = self.room
         src_total = sum(sum(ls) for ls in src_lens)
         hyp_budget = max(room // 2, room - src_total)
+        word_cap = min(MAX_WORD_PIECES, hyp_budget)
         words = [t.text for t in hyp_doc]
-        lens = [self._pieces(w) for w in words]
+        lens = self._count_pieces(words)
+        capped = set()
+        for i, n in enumerate(lens):
+            if n > word_cap:
+                words[i] = self._capped_word(words[i], word_cap)
+                lens[i] = self._pieces(words[i])
+                capped.add(i)
         # word ranges: sentences packed while they fit, long sentences split
         ranges: List[Tuple[int, int]] = []
         for sent in hyp_doc.sents:
@@ -137,9 +210,10 @@ class DAEScorer:
         out = []
         for a, b in packed or [(0, len(words))]:
             seg_words = words[a:b]
-            budget = max(room - sum(lens[a:b]), 1)
+            # >= 1 whenever the source has a sub-token (hyp_budget < room then); 0 only for a source without any
+            budget = room - sum(lens[a:b])
             src_words, truncated = select_window(src_sents, src_lens, seg_words, budget) if src_sents else ([], False)
-            out.append((a, seg_words, src_words, truncated))
+            out.append((a, seg_words, src_words, truncated or any(a <= i < b for i in capped)))
         return out
 
     # ---- scoring ------------------------------------------------------

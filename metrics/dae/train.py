@@ -186,7 +186,7 @@ def rerank_accuracy(model_path: str, triples: Sequence[tuple], nlp=None, device:
     n = len(triples)
     res = scorer.score([t[0] for t in triples] * 2, [t[1] for t in triples] + [t[2] for t in triples])
     out = {}
-    for agg in ("score", "min"):
+    for agg in ("score", "min_score"):
         won = sum((res[i][agg] > res[n + i][agg]) + 0.5 * (res[i][agg] == res[n + i][agg]) for i in range(n))
         out["mean" if agg == "score" else "min"] = round(won / max(n, 1), 4)
     out["pairs"] = n

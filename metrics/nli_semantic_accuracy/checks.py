@@ -12,6 +12,13 @@ The label is ``OK``, ``omission``, ``hallucination`` or
 ``omission+hallucination``; the confidence is the smallest entailment
 probability over all checks (the paper's ``OK_confidence``).
 
+A pair too long for the model is windowed by the scorer (``nli_model``: the
+text in overlapping windows for the omission check, in sentence parts for
+the hallucination check); the example's ``truncated`` is True only when a
+check still had to cut something it never read (a single sentence longer
+than half the model's window), and every check reports its own
+``truncated`` and the number of ``windows`` it was read in.
+
 This module holds no model: :func:`plan_checks` lists the pairs to score and
 :func:`combine` turns their probabilities into the example's result, so the
 logic is testable with any scorer.
@@ -85,11 +92,18 @@ def combine(
     probabilities: Sequence[Dict[str, float]],
     passed: Sequence[bool],
 ) -> Dict:
-    """The per-example result from its checks' probabilities and pass/fail decisions."""
+    """The per-example result from its checks' probabilities and pass/fail decisions.
+
+    ``probabilities`` are ``{label: probability}`` dicts; those of the NLI
+    scorer (``nli_model.LabelProbabilities``) also carry ``truncated`` and
+    ``windows``, plain dicts count as read whole in one window."""
     omitted, raw = [], []
     hallucination = False
     for check, probs, ok in zip(checks, probabilities, passed):
-        entry = {"type": check.kind, "hypothesis": check.hypothesis, "probabilities": dict(probs), "entailed": bool(ok)}
+        entry = {
+            "type": check.kind, "hypothesis": check.hypothesis, "probabilities": dict(probs), "entailed": bool(ok),
+            "truncated": bool(getattr(probs, "truncated", False)), "windows": int(getattr(probs, "windows", 1)),
+        }
         if check.kind == OMISSION:
             fact = facts[check.fact]
             entry["fact"] = fact.triple
@@ -109,6 +123,7 @@ def combine(
         "hallucination": hallucination,
         "omitted_facts": omitted,
         "facts": [f.sentence for f in facts],
+        "truncated": any(entry["truncated"] for entry in raw),
         "checks": raw,
     }
 

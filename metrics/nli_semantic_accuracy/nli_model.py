@@ -6,14 +6,36 @@ not_entailment) and returns one probability row per (premise, hypothesis)
 pair. Pairs are sorted by length and padded per batch, so a corpus runs in a
 handful of forward passes instead of one per pair.
 
-Inputs longer than the model's maximum length are truncated on the premise
-side (``truncation="only_first"``): the hypothesis (a fact sentence, or the
-text in the hallucination check) is kept whole. A hypothesis that alone is too
-long to fit is truncated as well (``longest_first``) instead of failing.
+**Pairs longer than the model's maximum length are windowed, not cut.**
+
+* A hypothesis that takes more than half of the model's window is split into
+  parts at sentence ends (sentences packed while they fit in half the
+  window). A hypothesis is entailed only if every part is: the pair's row is
+  the row of the part with the *lowest* entailment probability. This is how
+  the hallucination check (premise: the facts, hypothesis: the whole text)
+  reads a long text: the text is faithful only if each of its parts is.
+* The premise is read in overlapping windows that fit beside the hypothesis
+  (part), each overlapping the next by half a window, so any span of up to
+  half a window lies whole in some window. A hypothesis (part) is entailed if
+  any window entails it: its row is the window's with the *highest*
+  entailment probability. This is how the omission check (premise: the text,
+  hypothesis: one fact) finds a fact mentioned late in a long text. (For the
+  hallucination check of a very large table it means a part of the text must
+  be supported by facts that sit together in one window of the premise.)
+* Only a single sentence of the hypothesis longer than half the window is
+  cut (to its first half-window of tokens); such a pair is marked
+  ``truncated``, since part of it was never seen.
+
+Each row :meth:`NLIScorer.__call__` returns is a :class:`PairProbabilities`
+(a list of label probabilities) that also says whether the pair was
+``truncated`` and in how many ``windows`` it was read; :meth:`NLIScorer.as_dict`
+keeps both on the dict it returns (:class:`LabelProbabilities`), which is how
+``checks.combine`` reports them per example.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 ENTAILMENT = "entailment"
@@ -108,13 +130,16 @@ class NLIScorer:
         return next(self.model.parameters()).device
 
     def tokenize(self, premises: Sequence[str], hypotheses: Sequence[str]) -> List[Dict[str, List[int]]]:
-        """Unpadded features of sentence pairs, the premise truncated to fit ``max_length``."""
+        """Unpadded features of sentence pairs, the premise truncated to fit
+        ``max_length`` (one feature per pair; ``__call__`` windows instead)."""
         tok = self.tokenizer
-        enc = tok(list(premises), list(hypotheses), truncation=False, add_special_tokens=True)
+        # verbose=False: over-long pairs are handled just below; the tokenizer's
+        # "sequence length is longer than the maximum" warning would mislead
+        enc = tok(list(premises), list(hypotheses), truncation=False, add_special_tokens=True, verbose=False)
         features = [{k: enc[k][i] for k in enc.keys()} for i in range(len(premises))]
         too_long = [i for i, f in enumerate(features) if len(f["input_ids"]) > self.max_length]
         if too_long:
-            hyp_lens = [len(ids) for ids in tok([hypotheses[i] for i in too_long], add_special_tokens=False)["input_ids"]]
+            hyp_lens = self._lengths([hypotheses[i] for i in too_long])
             for i, hyp_len in zip(too_long, hyp_lens):
                 # only_first keeps the hypothesis whole; if the hypothesis alone
                 # cannot fit, both sides are cut instead of raising.
@@ -126,6 +151,73 @@ class NLIScorer:
     def encode(self, premises: Sequence[str], hypotheses: Sequence[str]):
         """A padded batch of sentence pairs, the premise truncated to fit ``max_length``."""
         return self.tokenizer.pad(self.tokenize(premises, hypotheses), return_tensors="pt")
+
+    # ---- windowing of over-long pairs --------------------------------------
+    def _lengths(self, texts: Sequence[str]) -> List[int]:
+        """Token counts without special tokens (no length warning: the caller handles length)."""
+        if not texts:
+            return []
+        return [len(ids) for ids in self.tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]]
+
+    def _room(self) -> int:
+        """Tokens a pair's two texts may take together."""
+        return self.max_length - self.tokenizer.num_special_tokens_to_add(pair=True)
+
+    def _cut_to(self, text: str, budget: int) -> str:
+        """The prefix of ``text`` holding its first ``budget`` tokens."""
+        enc = self.tokenizer(text, add_special_tokens=False, truncation=True, max_length=budget, return_offsets_mapping=True)
+        offsets = enc["offset_mapping"]
+        return text[: offsets[-1][1]] if offsets else ""
+
+    def hypothesis_parts(self, hypothesis: str, budget: int) -> Tuple[List[str], bool]:
+        """``hypothesis`` in parts of at most ``budget`` tokens, split at sentence
+        ends, and whether a sentence had to be cut to fit (``truncated``)."""
+        if self._lengths([hypothesis])[0] <= budget:
+            return [hypothesis], False
+        sentences = split_sentences(hypothesis)
+        truncated = False
+        lengths = self._lengths(sentences)
+        for i, n in enumerate(lengths):
+            if n > budget:
+                sentences[i] = self._cut_to(sentences[i], budget)
+                lengths[i] = self._lengths([sentences[i]])[0]
+                truncated = True
+        parts = pack(sentences, lengths, budget)
+        return parts, truncated
+
+    def _window_features(self, premise: str, hypothesis: str) -> Tuple[List[Dict[str, List[int]]], List[int], bool]:
+        """Features of an over-long pair: every (hypothesis part, premise window)
+        combination, the part index of each, and whether anything was cut."""
+        room = self._room()
+        parts, truncated = self.hypothesis_parts(hypothesis, room // 2)
+        features: List[Dict[str, List[int]]] = []
+        owners: List[int] = []
+        for j, (part, part_len) in enumerate(zip(parts, self._lengths(parts))):
+            window = room - part_len  # >= room - room // 2 >= 1 premise tokens per window
+            enc = self.tokenizer(
+                premise, part, truncation="only_first", max_length=self.max_length,
+                stride=window // 2, return_overflowing_tokens=True,
+            )
+            keys = [k for k in enc.keys() if k != "overflow_to_sample_mapping"]
+            for w in range(len(enc["input_ids"])):
+                features.append({k: enc[k][w] for k in keys})
+                owners.append(j)
+        return features, owners, truncated
+
+    def _plan(self, premises: Sequence[str], hypotheses: Sequence[str]) -> List[Tuple[List[Dict[str, List[int]]], List[int], bool]]:
+        """Per pair: its features, the hypothesis part of each, and ``truncated``.
+        A pair that fits is one feature, exactly as the tokenizer encodes it."""
+        enc = self.tokenizer(list(premises), list(hypotheses), truncation=False, add_special_tokens=True, verbose=False)
+        plans = []
+        for i in range(len(premises)):
+            feature = {k: enc[k][i] for k in enc.keys()}
+            if len(feature["input_ids"]) <= self.max_length:
+                plans.append(([feature], [0], False))
+            elif getattr(self.tokenizer, "is_fast", False):
+                plans.append(self._window_features(premises[i], hypotheses[i]))
+            else:  # windows need a fast tokenizer's overflow and offsets
+                plans.append((self.tokenize([premises[i]], [hypotheses[i]]), [0], True))
+        return plans
 
     def predict_features(self, features: Sequence[Dict[str, List[int]]]) -> List[List[float]]:
         """Label probabilities (in ``self.labels`` order) for one batch of tokenized pairs."""
@@ -140,8 +232,9 @@ class NLIScorer:
         """Label probabilities (in ``self.labels`` order) for one batch of pairs."""
         return self.predict_features(self.tokenize(premises, hypotheses))
 
-    def __call__(self, premises: Sequence[str], hypotheses: Sequence[str], batch_size: int = 32, show_progress: bool = True) -> List[List[float]]:
-        """Probabilities for every pair, computed on length-sorted batches, in input order."""
+    def __call__(self, premises: Sequence[str], hypotheses: Sequence[str], batch_size: int = 32, show_progress: bool = True) -> List["PairProbabilities"]:
+        """Probabilities for every pair, computed on length-sorted batches, in
+        input order; over-long pairs are windowed (module docstring)."""
         from d2t_metrics.models import run_batched
 
         if len(premises) != len(hypotheses):
@@ -152,14 +245,80 @@ class NLIScorer:
         where = [index.setdefault((p, h), len(index)) for p, h in zip(premises, hypotheses)]
         pairs = list(index)
         # Tokenized once; sorting by exact token length pads least.
-        features = self.tokenize([p for p, _ in pairs], [h for _, h in pairs]) if pairs else []
-        lengths = [len(f["input_ids"]) for f in features]
-        unique = run_batched(features, lengths, self.predict_features, batch_size=batch_size, desc="NLI", show_progress=show_progress)
+        plans = self._plan([p for p, _ in pairs], [h for _, h in pairs]) if pairs else []
+        features = [f for feats, _, _ in plans for f in feats]
+        rows = run_batched(features, [len(f["input_ids"]) for f in features], self.predict_features,
+                           batch_size=batch_size, desc="NLI", show_progress=show_progress)
+        unique, k = [], 0
+        for feats, owners, truncated in plans:
+            best = reduce_windows(rows[k : k + len(feats)], owners, self.entailment_index)
+            unique.append(PairProbabilities(best, truncated=truncated, windows=len(feats)))
+            k += len(feats)
         return [unique[i] for i in where]
 
-    def as_dict(self, probs: Sequence[float]) -> Dict[str, float]:
-        return {name: float(p) for name, p in zip(self.labels, probs)}
+    def as_dict(self, probs: Sequence[float]) -> "LabelProbabilities":
+        return LabelProbabilities(
+            {name: float(p) for name, p in zip(self.labels, probs)},
+            truncated=getattr(probs, "truncated", False), windows=getattr(probs, "windows", 1),
+        )
 
     def is_entailed(self, probs: Sequence[float]) -> bool:
         """A check passes when entailment is the most likely label (Dušek & Kasner, 2020)."""
         return max(range(len(probs)), key=lambda i: probs[i]) == self.entailment_index
+
+
+class PairProbabilities(list):
+    """One pair's label probabilities (a list in the scorer's label order) and
+    how the pair was read: ``truncated`` (a part of it was cut unseen) and
+    ``windows`` (forward passes it took; 1 when it fit)."""
+
+    def __init__(self, probs: Sequence[float], truncated: bool = False, windows: int = 1):
+        super().__init__(probs)
+        self.truncated = bool(truncated)
+        self.windows = int(windows)
+
+
+class LabelProbabilities(dict):
+    """``{label: probability}`` of one pair, with ``truncated`` and ``windows``
+    as on :class:`PairProbabilities`."""
+
+    def __init__(self, probs: Dict[str, float], truncated: bool = False, windows: int = 1):
+        super().__init__(probs)
+        self.truncated = bool(truncated)
+        self.windows = int(windows)
+
+
+# CJK full stops are not followed by a space
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*|\n+")
+
+
+def split_sentences(text: str) -> List[str]:
+    """Sentences of ``text``: split after ``. ! ?`` followed by white space, after ``。！？``, and at line breaks."""
+    return [s for s in (p.strip() for p in _SENTENCE_END.split(text)) if s]
+
+
+def pack(sentences: Sequence[str], lengths: Sequence[int], budget: int) -> List[str]:
+    """Consecutive sentences joined into parts of at most ``budget`` tokens
+    (by their separate counts; a sentence is never split here)."""
+    parts: List[str] = []
+    used = 0
+    for sentence, n in zip(sentences, lengths):
+        if parts and used + n <= budget:
+            parts[-1] += " " + sentence
+            used += n
+        else:
+            parts.append(sentence)
+            used = n
+    return parts
+
+
+def reduce_windows(rows: Sequence[Sequence[float]], owners: Sequence[int], entailment_index: int) -> List[float]:
+    """The row that decides a windowed pair: per hypothesis part, the premise
+    window with the highest entailment probability (a part is entailed if any
+    window entails it); over parts, the one whose best row has the lowest (the
+    hypothesis is entailed only if every part is)."""
+    best: Dict[int, Sequence[float]] = {}
+    for row, part in zip(rows, owners):
+        if part not in best or row[entailment_index] > best[part][entailment_index]:
+            best[part] = row
+    return list(min(best.values(), key=lambda row: row[entailment_index]))

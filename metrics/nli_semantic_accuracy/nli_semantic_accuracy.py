@@ -73,8 +73,11 @@ Returns:
         hallucination / omission+hallucination), "ok" (bool), "score" and
         "confidence" (min entailment probability over the example's checks),
         "omission", "hallucination" (bools), "omitted_facts" (fact, sentence,
-        probabilities), "facts" (the fact sentences) and "checks" (the
-        probabilities of every NLI check).
+        probabilities), "facts" (the fact sentences), "truncated" (True
+        only when part of a check's input was never read: a single sentence
+        of the text longer than half the model's window) and "checks" (per
+        NLI check: its probabilities, "entailed", "truncated" and
+        "windows", the forward passes it was read in).
 Examples:
     >>> metric = evaluate.load("./metrics/nli_semantic_accuracy", "default",
     ...                        model="checkpoints/nli_semantic_accuracy")
