@@ -9,7 +9,7 @@ import csv
 import glob
 import os
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional
 
 from .tables import Table, parse_mr, parse_triple, TRIPLES
@@ -26,6 +26,9 @@ class WebNLGEntry:
     templates: List[Optional[str]]
     references: List[Dict[str, str]]  # per lexicalization: tag -> entity
     path: str = ""
+    # Per lexicalization: tag -> the words the tag stands for in the text
+    # ("a test pilot" for PATIENT-1 = Test_pilot), where the corpus has them.
+    mentions: List[Dict[str, str]] = field(default_factory=list)
 
 
 def load_webnlg_xml(path: str) -> List[WebNLGEntry]:
@@ -42,7 +45,7 @@ def load_webnlg_xml(path: str) -> List[WebNLGEntry]:
         root = ET.parse(f).getroot()
         for entry in root.iter("entry"):
             triples = [parse_triple(t.text.strip()) for t in entry.iter("mtriple")]
-            lexs, templates, refs = [], [], []
+            lexs, templates, refs, mentions = [], [], [], []
             for lex in entry.iter("lex"):
                 text_el = lex.find("text")
                 text = (text_el.text if text_el is not None else lex.text) or ""
@@ -53,6 +56,7 @@ def load_webnlg_xml(path: str) -> List[WebNLGEntry]:
                 tmpl_el = lex.find("template")
                 templates.append(" ".join(tmpl_el.text.split()) if tmpl_el is not None and tmpl_el.text else None)
                 refs.append({r.get("tag"): r.get("entity") for r in lex.iter("reference")})
+                mentions.append({r.get("tag"): " ".join((r.text or "").split()) for r in lex.iter("reference")})
             entries.append(
                 WebNLGEntry(
                     eid=entry.get("eid", ""),
@@ -63,6 +67,7 @@ def load_webnlg_xml(path: str) -> List[WebNLGEntry]:
                     templates=templates,
                     references=refs,
                     path=f,
+                    mentions=mentions,
                 )
             )
     return entries

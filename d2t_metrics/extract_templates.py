@@ -84,6 +84,36 @@ def delexicalize_text(text: str, subject: str, obj: str) -> Optional[str]:
     return out
 
 
+# Words the corpus' entity mentions carry around the entity itself: a mention
+# "a test pilot" or "Aarhus Airport 's" is replaced by its tag whole, so the
+# template "AGENT-1 was PATIENT-1 ." lost the article ("Alan Bean was Test
+# pilot."). Only the indefinite article (the verbalizer makes a/an agree) and
+# the possessive are put back: "the" belongs to some names and not others
+# ("the United States", "Aarhus Airport"), and a template serves them all.
+_DETERMINERS = ("a", "an")
+_POSSESSIVES = ("'s",)
+
+
+def restore_mention_words(raw: str, tag: str, mention: str, entity: str) -> str:
+    """Put back the determiner before, and the possessive after, ``tag`` that its mention had.
+
+    >>> restore_mention_words("AGENT-1 was PATIENT-1 .", "PATIENT-1", "a test pilot", "Test_pilot")
+    'AGENT-1 was a PATIENT-1 .'
+    >>> restore_mention_words("AGENT-1 runway is PATIENT-1 .", "AGENT-1", "Aarhus Airport 's", "Aarhus_Airport")
+    "AGENT-1 's runway is PATIENT-1 ."
+    """
+    name = normalize_entity(entity).lower()
+    at = mention.lower().find(name) if name else -1
+    if at < 0 or raw.count(tag) != 1:
+        return raw
+    before, after = mention[:at].strip(), mention[at + len(name):].strip()
+    if before.lower() in _DETERMINERS:
+        raw = raw.replace(tag, f"{before.lower()} {tag}")
+    if after in _POSSESSIVES:
+        raw = raw.replace(tag, f"{tag} {after}")
+    return raw
+
+
 def clean_template(raw: str) -> Optional[str]:
     """A detokenized template with placeholders, or ``None`` if it is not clean."""
     tags = _TAG.findall(raw)
@@ -111,7 +141,11 @@ def candidate_templates(entry: WebNLGEntry) -> Iterable[str]:
     for i, text in enumerate(entry.lexicalizations):
         raw = entry.templates[i] if i < len(entry.templates) else None
         refs = entry.references[i] if i < len(entry.references) else {}
+        mentions = entry.mentions[i] if i < len(entry.mentions) else {}
         if raw:
+            for tag, mention in mentions.items():
+                if tag in ("AGENT-1", "PATIENT-1") and refs.get(tag):
+                    raw = restore_mention_words(raw, tag, mention, refs[tag])
             # A lexicalization whose tags point the other way round (the
             # object as AGENT-1) would flip the fact; swap the tags back.
             if refs.get("AGENT-1") == triple.object and refs.get("PATIENT-1") == triple.subject and triple.subject != triple.object:

@@ -14,12 +14,16 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from typing import Dict, List, Mapping, Optional, Union
 
 from .normalize import normalize_entity, normalize_predicate
 from .tables import Table, Triple
 
 BACKOFF_TEMPLATE = "The <predicate> of <subject> is <object>."
+# The shipped sets in priority order (a later set's wording wins for a
+# predicate both have): attribute-value names, WebNLG predicates, E2E slots.
+DEFAULT_TEMPLATE_SETS = ("attribute_value", "webnlg", "e2e")
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
 TemplateSpec = Union[str, Mapping[str, str]]
@@ -32,15 +36,35 @@ def _capitalize_first(text: str) -> str:
 PLACEHOLDERS = ("<subject>", "<object>", "<predicate>")
 
 
+_ARTICLE = re.compile(r"\b([Aa])n? (<subject>|<object>)")
+
+
+def _indefinite_article(word: str) -> str:
+    # By the first letter: right for "an actor", "a test pilot"; not for
+    # "an hour" or "a university", which templates rarely meet.
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
 def fill_template(template: str, subject: str, predicate: str, obj: str) -> str:
     """Fill a template's placeholders and capitalize the sentence's first letter.
 
-    A value that ends the sentence with its own period (``Jr.``) does not get a second one.
+    The indefinite article before a placeholder agrees with the value
+    (``a <object>`` with ``actor`` gives ``an actor``). A value that ends the
+    sentence with its own period (``Jr.``) does not get a second one.
 
     >>> fill_template("<subject> is <object>.", "the winner", "winner", "Sammy Davis Jr.")
     'The winner is Sammy Davis Jr.'
+    >>> fill_template("<subject> was a <object>.", "Jane Doe", "occupation", "actor")
+    'Jane Doe was an actor.'
     """
-    text = template.replace("<subject>", subject).replace("<object>", obj).replace("<predicate>", predicate)
+    values = {"<subject>": subject, "<object>": obj}
+
+    def agree(match):
+        article = _indefinite_article(values[match.group(2)])
+        return (article.capitalize() if match.group(1) == "A" else article) + " " + match.group(2)
+
+    text = _ARTICLE.sub(agree, template)
+    text = text.replace("<subject>", subject).replace("<object>", obj).replace("<predicate>", predicate)
     text = " ".join(text.split())
     if text.endswith("..") and not text.endswith("..."):
         text = text[:-1]
@@ -115,20 +139,23 @@ class Verbalizer:
 
 @functools.lru_cache(maxsize=4)
 def default_verbalizer(*names: str) -> Verbalizer:
-    """A shared verbalizer over shipped template sets (default: ``webnlg`` and ``e2e``)."""
-    return Verbalizer.from_names(*(names or ("webnlg", "e2e")))
+    """A shared verbalizer over shipped template sets (default: :data:`DEFAULT_TEMPLATE_SETS`)."""
+    return Verbalizer.from_names(*(names or DEFAULT_TEMPLATE_SETS))
 
 
 def verbalize(table, backoff_only: bool = False) -> List[str]:
     """One sentence per fact of ``table`` (any form :func:`~d2t_metrics.tables.parse_table` reads).
 
-    Uses the shipped WebNLG and E2E templates, or only :data:`BACKOFF_TEMPLATE`
-    with ``backoff_only=True`` (Dušek & Kasner's *Backoff* setup).
+    Uses the shipped attribute-value, WebNLG and E2E templates, or only
+    :data:`BACKOFF_TEMPLATE` with ``backoff_only=True`` (Dušek & Kasner's
+    *Backoff* setup).
 
     >>> verbalize("name[Blue Spice], eatType[pub], area[riverside]")
     ['Blue Spice is a pub.', 'Blue Spice is located in the riverside area.']
     >>> verbalize("Alan_Bean | birthPlace | Wheeler,_Texas", backoff_only=True)
     ['The birth place of Alan Bean is Wheeler, Texas.']
+    >>> verbalize({"name": "Jane Doe", "born": "December 22, 1965", "occupation": "actor"})
+    ['Jane Doe was born December 22, 1965.', 'Jane Doe was an actor.']
     """
     from .tables import parse_table
 

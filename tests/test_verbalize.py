@@ -221,3 +221,29 @@ def test_all_e2e_test_mrs(shared):
         # No E2E slot falls back to the generic template.
         for triple in example.table.to_triples():
             assert v.template_for(triple) != BACKOFF_TEMPLATE, triple
+
+
+def test_fact_sentences_read_as_english():
+    """The three sentences a new user tripped over: articles agree and are kept
+    from the corpus mention; non-noun attributes get their own wording."""
+    from d2t_metrics.verbalize import verbalize
+
+    assert verbalize("Alan_Bean | occupation | Test_pilot") == ["Alan Bean was a Test pilot."]
+    assert verbalize({"name": "Jane Doe", "born": "December 22, 1965", "occupation": "actor"}) == [
+        "Jane Doe was born December 22, 1965.",
+        "Jane Doe was an actor.",
+    ]
+    assert verbalize([["Born", "December 22, 1965"]]) == ["It was born December 22, 1965."]
+    # The article agrees with the value in either direction.
+    v = Verbalizer({"job": "An <object> was <subject>."})
+    assert v(Triple("Jane", "job", "pilot")) == "A pilot was Jane."
+
+
+def test_extraction_keeps_the_mentions_article_and_possessive():
+    from d2t_metrics.extract_templates import restore_mention_words
+
+    assert restore_mention_words("AGENT-1 was PATIENT-1 .", "PATIENT-1", "an astronaut", "Astronaut") == "AGENT-1 was an PATIENT-1 ."
+    assert restore_mention_words("AGENT-1 motto is PATIENT-1 .", "AGENT-1", "Aarhus 's", "Aarhus") == "AGENT-1 's motto is PATIENT-1 ."
+    # "the" and paraphrased mentions are left alone.
+    assert restore_mention_words("AGENT-1 is in PATIENT-1 .", "PATIENT-1", "the United States", "United_States") == "AGENT-1 is in PATIENT-1 ."
+    assert restore_mention_words("AGENT-1 is in PATIENT-1 .", "PATIENT-1", "the US", "United_States") == "AGENT-1 is in PATIENT-1 ."
