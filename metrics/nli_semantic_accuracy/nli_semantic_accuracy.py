@@ -97,13 +97,13 @@ CONFIGS = ("default", "backoff")
 
 def make_verbalizer(config_name, templates=None):
     """The fact verbalizer of a config; ``templates`` (dict or JSON path) overrides it."""
-    from d2t_metrics.verbalize import Verbalizer, load_templates
+    from d2t_metrics.verbalize import DEFAULT_TEMPLATE_SETS, Verbalizer, load_templates
 
     if templates is not None:
         return Verbalizer(load_templates(templates) if isinstance(templates, str) else templates)
     if config_name == "backoff":
         return Verbalizer()
-    return Verbalizer.from_names("webnlg", "e2e")
+    return Verbalizer.from_names(*DEFAULT_TEMPLATE_SETS)
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
