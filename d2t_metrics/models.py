@@ -251,9 +251,15 @@ def progress(iterable, total: Optional[int] = None, desc: str = "", enabled: boo
     """A tqdm progress bar that can be switched off (``enabled=False`` or ``D2T_NO_PROGRESS=1``)."""
     if not enabled or progress_disabled():
         return iterable
+    import sys
+
     from tqdm.auto import tqdm
 
-    return tqdm(iterable, total=total, desc=desc, leave=False)
+    # In a terminal the bar clears itself when done; in a captured log (CI, a
+    # notebook's file, `2> log`) that clearing is a bare "\r", and the next log
+    # line would be written onto the bar's line, so there the bar is left and
+    # ends with its newline.
+    return tqdm(iterable, total=total, desc=desc, leave=not sys.stderr.isatty())
 
 
 def run_batched(

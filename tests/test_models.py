@@ -251,3 +251,16 @@ def test_loading_bars_follow_d2t_no_progress(tiny_encoder, monkeypatch, capfd):
         assert transformers_logging.is_progress_bar_enabled()
     monkeypatch.setenv("D2T_NO_PROGRESS", "0")
     assert not models.progress_disabled()
+
+
+def test_progress_bar_ends_its_line_in_a_captured_log(capsys, monkeypatch):
+    monkeypatch.delenv("D2T_NO_PROGRESS", raising=False)
+    for _ in models.progress(range(3), total=3, desc="scoring"):
+        pass
+    import sys
+
+    print("next log line", file=sys.stderr)
+    err = capsys.readouterr().err
+    assert "scoring" in err
+    # The line after the bar starts on its own line, not after a bare "\r".
+    assert "\nnext log line" in err
