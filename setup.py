@@ -1,6 +1,36 @@
 """d2t-metrics: evaluate metric modules for semantic accuracy of data-to-text generation."""
 
+import glob
+import os
+
 from setuptools import find_packages, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# The metric modules (metrics/<name>/) and the project's checkpoints
+# (checkpoints/<name>/) stay at the top of the repository, where
+# evaluate.load("./metrics/<name>") finds them from a checkout; the wheel
+# carries them as package data of d2t_metrics, at d2t_metrics/metrics/ and
+# d2t_metrics/_checkpoints/ (d2t_metrics/checkpoints.py is a module), where
+# d2t_metrics.locations finds them. An editable install maps the same package
+# names onto the top-level folders.
+METRIC_FILES = (".py", ".md", ".txt", ".json", ".jsonl")
+
+
+def data_files_under(folder, suffixes=None):
+    """Every file under HERE/folder (relative to it), hidden files and __pycache__ left out;
+    with ``suffixes``, only the files that end with one of them."""
+    root = os.path.join(HERE, folder)
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
+        for name in sorted(filenames):
+            if name.startswith(".") or (suffixes and not name.endswith(suffixes)):
+                continue
+            # package_data entries are glob patterns: escape names holding * ? [
+            found.append(glob.escape(os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/")))
+    return found
+
 
 # torch is left unpinned here: install steps pin it (`pip install torch==2.13.0`)
 # so a CPU wheel is used where one is on disk; any torch >= 2.1 works.
@@ -29,8 +59,13 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.9",
-    packages=find_packages(include=["d2t_metrics", "d2t_metrics.*"]),
-    package_data={"d2t_metrics": ["templates/*.json"]},
+    packages=find_packages(include=["d2t_metrics", "d2t_metrics.*"]) + ["d2t_metrics.metrics", "d2t_metrics._checkpoints"],
+    package_dir={"d2t_metrics.metrics": "metrics", "d2t_metrics._checkpoints": "checkpoints"},
+    package_data={
+        "d2t_metrics": ["templates/*.json"],
+        "d2t_metrics.metrics": data_files_under("metrics", METRIC_FILES),
+        "d2t_metrics._checkpoints": data_files_under("checkpoints"),
+    },
     install_requires=["numpy", "tqdm"],
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["d2t-metrics=d2t_metrics.cli:main"]},

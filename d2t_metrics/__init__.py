@@ -2,7 +2,11 @@
 linearization, verbalization, tokenization, the input checks every metric
 runs first, and model loading and batching.
 
-No metric logic lives here; each metric is a folder under ``metrics/``.
+No metric logic lives here; each metric is a folder under ``metrics/``
+(installed: ``d2t_metrics/metrics/``). ``load(name)`` loads one from any
+directory; ``metric_path``, ``checkpoint_path`` and ``available_metrics``
+say where the metrics and the project's checkpoints are
+(:mod:`d2t_metrics.locations`).
 """
 
 from .tables import (
@@ -14,6 +18,7 @@ from .tables import (
     parse_tables,
     parse_triple,
 )
+from .locations import available_metrics, checkpoint_path, load, metric_path
 from .inputs import check_references, check_texts, decode_table, encode_table
 from .normalize import normalize_entity, normalize_predicate, split_camel_case
 
@@ -23,6 +28,10 @@ __all__ = [
     "AttributeValue",
     "Table",
     "Triple",
+    "available_metrics",
+    "checkpoint_path",
+    "load",
+    "metric_path",
     "check_references",
     "check_texts",
     "decode_table",

@@ -304,27 +304,37 @@ def nearest_existing_folder(folder: str) -> str:
 
 
 def find_metrics_dir(explicit: Optional[str] = None) -> str:
-    """``--metrics-dir``, else the repository's ``metrics/``, else ``./metrics``."""
+    """``--metrics-dir``, else the project's metrics (:func:`d2t_metrics.locations.metrics_dir`:
+    the installed package's data, or the checkout's top-level ``metrics/``), else ``./metrics``."""
+    from .locations import metrics_dir
+
     if explicit:
         if not os.path.isdir(explicit):
             raise UsageError(f"--metrics-dir {explicit!r} is not a directory")
         return os.path.abspath(explicit)
-    for candidate in (os.path.join(REPO_ROOT, "metrics"), os.path.join(os.getcwd(), "metrics")):
-        if os.path.isdir(candidate):
-            return candidate
+    found = metrics_dir()
+    if found is not None:
+        return found
+    candidate = os.path.join(os.getcwd(), "metrics")
+    if os.path.isdir(candidate):
+        return candidate
     raise UsageError(
-        "cannot find the metrics/ folder next to the installed d2t_metrics package or in the current directory; "
-        "pass --metrics-dir"
+        "cannot find the metrics/ folder: neither the installed d2t_metrics package nor its checkout holds one, "
+        "and there is none in the current directory; reinstall d2t-metrics or pass --metrics-dir"
     )
 
 
 def find_checkpoints_dir(explicit: Optional[str], metrics_dir: str) -> Optional[str]:
+    """``--checkpoints-dir``, else ``checkpoints/`` beside ``metrics_dir`` (another checkout's
+    ``--metrics-dir``), else the project's checkpoints (:func:`d2t_metrics.locations.checkpoints_dir`)."""
+    from .locations import checkpoints_dir
+
     if explicit:
         return os.path.abspath(explicit)
-    for candidate in (os.path.join(os.path.dirname(metrics_dir), "checkpoints"), os.path.join(REPO_ROOT, "checkpoints")):
-        if os.path.isdir(candidate):
-            return candidate
-    return None
+    beside = os.path.join(os.path.dirname(metrics_dir), "checkpoints")
+    if os.path.isdir(beside):
+        return beside
+    return checkpoints_dir()
 
 
 def available_metrics(metrics_dir: str) -> List[str]:
