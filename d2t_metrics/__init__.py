@@ -7,6 +7,10 @@ No metric logic lives here; each metric is a folder under ``metrics/``
 directory; ``metric_path``, ``checkpoint_path`` and ``available_metrics``
 say where the metrics and the project's checkpoints are
 (:mod:`d2t_metrics.locations`).
+
+``linearize(table)`` and ``verbalize(table)`` are the functions (their
+modules stay importable as ``from d2t_metrics.linearize import ...``; use
+``importlib.import_module("d2t_metrics.linearize")`` for the module object).
 """
 
 from .tables import (
@@ -21,6 +25,9 @@ from .tables import (
 from .locations import available_metrics, checkpoint_path, load, metric_path
 from .inputs import check_references, check_texts, decode_table, encode_table
 from .normalize import normalize_entity, normalize_predicate, split_camel_case
+# The functions the README names, bound over their submodules' names on purpose.
+from .linearize import linearize  # noqa: E402  (light: spaCy and unidecode load on first use)
+from .verbalize import verbalize  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -43,4 +50,6 @@ __all__ = [
     "normalize_entity",
     "normalize_predicate",
     "split_camel_case",
+    "linearize",
+    "verbalize",
 ]

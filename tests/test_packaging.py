@@ -358,3 +358,10 @@ def test_editable_install_finds_the_checkout_folders(build, tmp_path_factory):
     listed = run([os.path.join(bin_dir(venv), "d2t-metrics"), "list"], work, env).stdout
     rows = dict(line.split("\t") for line in listed.strip().splitlines())
     assert sorted(rows) == repo_metrics() and rows["dae"] == os.path.join(str(src), "checkpoints", "dae")
+
+
+def test_readme_functions_are_the_package_level_names():
+    from d2t_metrics import linearize, verbalize
+
+    assert linearize("Alan_Bean | birthPlace | Wheeler,_Texas") == "entity [ Alan Bean ] , birthPlace [ Wheeler , Texas ]"
+    assert verbalize("Alan_Bean | birthPlace | Wheeler,_Texas") == ["Alan Bean was born in Wheeler, Texas."]
