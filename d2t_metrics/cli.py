@@ -377,6 +377,44 @@ def parse_assignments(values: Sequence[str], option: str, known: Sequence[str]) 
     return out
 
 
+def parse_options(values: Sequence[str], known: Sequence[str]) -> Dict[str, Dict[str, Any]]:
+    """``["parent.tokenizer=whitespace", "dae.threshold=0.3"]`` → ``{"parent": {"tokenizer": "whitespace"}, ...}``.
+
+    A value that reads as JSON (a number, ``true``, ``null``, a list) is that
+    value; anything else is the string as written."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for value in values or []:
+        target, sep, raw = value.partition("=")
+        name, dot, key = target.strip().partition(".")
+        if not sep or not dot or not name or not key.strip():
+            raise UsageError(f"--option expects NAME.KEY=VALUE (e.g. parent.tokenizer=whitespace), got {value!r}")
+        if name not in known:
+            raise UsageError(f"--option {value!r} names metric {name!r}, which is not among --metrics ({', '.join(known)})")
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = raw
+        out.setdefault(name, {})[key.strip()] = parsed
+    return out
+
+
+# compute() arguments the command line sets itself.
+_RESERVED_OPTIONS = ("predictions", "references", "tables", "sources", "per_example")
+
+
+def checked_options(name: str, metric, options: Dict[str, Any]) -> Dict[str, Any]:
+    """``--option`` values for ``metric``: each must be an option of its ``compute``."""
+    params = compute_parameters(metric)
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    known = [p for p in params if p not in _RESERVED_OPTIONS and p not in declared_inputs(metric) and params[p].kind is not inspect.Parameter.VAR_KEYWORD]
+    for key in options:
+        if key in _RESERVED_OPTIONS or key in declared_inputs(metric):
+            raise UsageError(f"--option {name}.{key}: {key} comes from the input file, not an option")
+        if key not in known and not takes_any:
+            raise UsageError(f"--option {name}.{key}: {name} has no option {key!r}; it takes {', '.join(known) or 'none'}")
+    return dict(options)
+
+
 def _feature_sets(metric) -> List[Any]:
     features = metric.features
     return list(features) if isinstance(features, (list, tuple)) else [features]
@@ -564,7 +602,7 @@ class MetricRun:
     model: Optional[str]
 
 
-def prepare_metric(name, path, config, requested_model, checkpoint, corpus, batch_size, show_progress) -> PreparedMetric:
+def prepare_metric(name, path, config, requested_model, checkpoint, corpus, batch_size, show_progress, options=None) -> PreparedMetric:
     """Construct one metric (no model is loaded) and plan its inputs; :class:`Skip` when it cannot run."""
     try:
         cls, module_hash = load_metric_class(path)
@@ -586,6 +624,7 @@ def prepare_metric(name, path, config, requested_model, checkpoint, corpus, batc
             raise UsageError(f"--config {name}={config}: {e}") from None
         raise
     kwargs = build_compute_kwargs(metric, corpus, batch_size, show_progress)
+    kwargs.update(checked_options(name, metric, options or {}))
     return PreparedMetric(name=name, metric=metric, config=config, model=model_in_use(metric, model), kwargs=kwargs)
 
 
@@ -810,6 +849,7 @@ def score(args) -> int:
     checkpoints_dir = find_checkpoints_dir(args.checkpoints_dir, metrics_dir)
     models = parse_assignments(args.model, "--model", names)
     configs = parse_assignments(args.config, "--config", names)
+    options = parse_options(args.option, names)
     if args.output:
         check_output_path(args.output, args.overwrite)
     corpus = read_corpus(args.input)
@@ -818,7 +858,7 @@ def score(args) -> int:
     current = None
     try:
         with progress_bars_silenced(args.no_progress):
-            prepared = prepare_all(names, metrics_dir, checkpoints_dir, models, configs, corpus, args, outcome)
+            prepared = prepare_all(names, metrics_dir, checkpoints_dir, models, configs, corpus, args, outcome, options)
             for p in prepared:
                 current = p.name
                 print(f"d2t-metrics: running {describe(p)}", file=sys.stderr)
@@ -846,7 +886,7 @@ def score(args) -> int:
     return EXIT_FAILED if outcome.failed else EXIT_OK
 
 
-def prepare_all(names, metrics_dir, checkpoints_dir, models, configs, corpus, args, outcome) -> List[PreparedMetric]:
+def prepare_all(names, metrics_dir, checkpoints_dir, models, configs, corpus, args, outcome, options=None) -> List[PreparedMetric]:
     """Construct every metric and plan its inputs before any loads a model, so that
     skips for missing input columns and bad configurations show up at once."""
     prepared = []
@@ -856,6 +896,7 @@ def prepare_all(names, metrics_dir, checkpoints_dir, models, configs, corpus, ar
                 prepare_metric(
                     name, os.path.join(metrics_dir, name), configs.get(name), models.get(name),
                     default_model(name, checkpoints_dir), corpus, args.batch_size, not args.no_progress,
+                    (options or {}).get(name, {}),
                 )
             )
         except UsageError:
@@ -945,6 +986,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print corpus scores as JSON instead of a table")
     s.add_argument("--model", action="append", default=[], metavar="NAME=PATH_OR_HUB_ID", help="model for a metric (repeatable)")
     s.add_argument("--config", action="append", default=[], metavar="NAME=CONFIG", help="configuration of a metric (repeatable)")
+    s.add_argument("--option", action="append", default=[], metavar="NAME.KEY=VALUE",
+                   help="a compute() option of one metric, e.g. parent.tokenizer=whitespace or dae.threshold=0.3 (repeatable; JSON values)")
     s.add_argument("--batch-size", type=int, help="batch size for model-based metrics")
     s.add_argument("--no-progress", action="store_true", help="hide all progress bars")
     s.set_defaults(func=score)

@@ -890,3 +890,30 @@ def test_parent_on_examples(tmp_path, capsys):
     for w, example in zip(written, direct["examples"]):
         assert w["parent"] == json.loads(json.dumps(example))
         assert 0.0 <= w["parent"]["score"] <= 1.0
+
+
+def test_option_sets_a_compute_option_of_one_metric(capsys):
+    import evaluate
+
+    rows = read_jsonl(EXAMPLES)
+    code, out, err = run(capsys, "score", "--metrics", "parent", "--input", EXAMPLES, "--json", "--no-progress",
+                         "--option", "parent.tokenizer=whitespace", "--option", "parent.lambda_weight=0.5")
+    assert code == 0, err
+    direct = evaluate.load(os.path.join(ROOT, "metrics", "parent")).compute(
+        predictions=[r["prediction"] for r in rows], references=[r["references"] for r in rows],
+        tables=[r["table"] for r in rows], tokenizer="whitespace", lambda_weight=0.5)
+    assert json.loads(out)["parent"]["f1"] == pytest.approx(direct["f1"])
+
+
+@pytest.mark.parametrize(
+    "option,fragment",
+    [
+        ("parent.nope=1", "parent has no option 'nope'"),
+        ("parent.tables=[]", "comes from the input file"),
+        ("dae.threshold=0.3", "not among --metrics"),
+        ("tokenizer=nltk", "expects NAME.KEY=VALUE"),
+    ],
+)
+def test_bad_option_is_a_usage_error(capsys, option, fragment):
+    code, _, err = run(capsys, "score", "--metrics", "parent", "--input", EXAMPLES, "--option", option)
+    assert code == 2 and fragment in err, err
