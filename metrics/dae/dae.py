@@ -82,7 +82,8 @@ Returns:
         "arcs": head, relation, child, their word indices and the
         probability of each arc.
 Examples:
-    >>> dae = evaluate.load("./metrics/dae", "rule")
+    >>> import d2t_metrics
+    >>> dae = d2t_metrics.load("dae", "rule")  # evaluate.load("./metrics/dae", "rule") in a checkout
     >>> results = dae.compute(
     ...     predictions=["The cat sat on the mat.", "The dog sat on the mat."],
     ...     sources=["The cat sat on the mat.", "The cat sat on the mat."],
@@ -98,28 +99,39 @@ CHECKPOINT_SUBDIR = os.path.join("checkpoints", "dae")
 
 
 def checkpoint_fingerprint(path):
-    """The first 8 hex digits of the checkpoint file's SHA-256, so that scores from
+    """The first 8 hex digits of the SHA-256 of the checkpoint's weight files
+    (``adapter_model.safetensors`` then ``arc_head.safetensors``, read as one
+    stream; a legacy checkpoint's ``model.safetensors``), so that scores from
     different checkpoints under one name have different signatures (``None``
-    for a hub id or a missing file)."""
+    for a hub id or a folder without weights)."""
     import hashlib
 
-    f = os.path.join(path, "model.safetensors") if path else ""
-    if not os.path.isfile(f):
+    from d2t_metrics.checkpoints import weight_files
+
+    files = weight_files(path) if path else []
+    if not files:
         return None
     digest = hashlib.sha256()
-    with open(f, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
+    for f in files:
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
     return digest.hexdigest()[:8]
 
 
 def default_model_path():
-    """The project's checkpoint: ./checkpoints/dae, or the one beside the d2t_metrics package."""
-    import d2t_metrics
+    """The project's checkpoint of DAE: ``d2t_metrics.checkpoint_path("dae")`` (the
+    checkout's checkpoints/dae, or the installed package's copy), else ./checkpoints/dae;
+    ``None`` when neither holds a checkpoint's weights (``checkpoints.weight_files``)."""
+    from d2t_metrics.checkpoints import weight_files
 
-    candidates = [CHECKPOINT_SUBDIR, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(d2t_metrics.__file__))), CHECKPOINT_SUBDIR)]
+    try:
+        from d2t_metrics.locations import checkpoint_path
+    except ImportError:  # an older d2t_metrics without the locator
+        checkpoint_path = None
+    candidates = [checkpoint_path("dae") if checkpoint_path else None, CHECKPOINT_SUBDIR]
     for path in candidates:
-        if os.path.isfile(os.path.join(path, "model.safetensors")):
+        if path and weight_files(path):  # the adapters (and head), or a legacy model.safetensors
             return os.path.abspath(path)
     return None
 
@@ -184,7 +196,8 @@ class DAE(CheckedInputs, evaluate.Metric):
         if not path or not os.path.isdir(path):
             raise missing_model_error(
                 self.model_name or CHECKPOINT_SUBDIR,
-                FileNotFoundError("no DAE checkpoint directory (model.safetensors) found; train one with python -m metrics.dae.train"),
+                FileNotFoundError("no DAE checkpoint directory (adapter_model.safetensors and arc_head.safetensors) found; "
+                                  "train one with python -m metrics.dae.train"),
                 metric="dae",
             )
         self.scorer = DAEScorer(path, spacy_model=nlp, device=self.device_name, dtype=self.dtype, max_length=self.max_length)

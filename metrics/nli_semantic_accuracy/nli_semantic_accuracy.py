@@ -79,8 +79,10 @@ Returns:
         NLI check: its probabilities, "entailed", "truncated" and
         "windows", the forward passes it was read in).
 Examples:
-    >>> metric = evaluate.load("./metrics/nli_semantic_accuracy", "default",
-    ...                        model="checkpoints/nli_semantic_accuracy")
+    >>> import d2t_metrics
+    >>> # The project's offline checkpoint; by default the paper's roberta-large-mnli from the Hub.
+    >>> metric = d2t_metrics.load("nli_semantic_accuracy", "default",
+    ...                           model=d2t_metrics.checkpoint_path("nli_semantic_accuracy"))
     >>> results = metric.compute(
     ...     predictions=["Alan Bean was born in Wheeler, Texas."],
     ...     tables=[["Alan_Bean | birthPlace | Wheeler,_Texas"]],

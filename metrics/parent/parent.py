@@ -102,8 +102,8 @@ Returns:
 
 Examples:
 
-    >>> import evaluate
-    >>> parent = evaluate.load("metrics/parent")  # doctest: +SKIP
+    >>> import d2t_metrics
+    >>> parent = d2t_metrics.load("parent")  # evaluate.load("./metrics/parent") in a checkout
     >>> tables = [[("name", "Blue Spice"), ("eatType", "coffee shop"), ("area", "riverside")]]
     >>> references = [["Blue Spice is a coffee shop by the river."]]
     >>> predictions = ["Blue Spice is a coffee shop in the riverside area."]
