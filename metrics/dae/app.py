@@ -1,15 +1,24 @@
 """Gradio demo for DAE: the generated text with each dependency arc coloured by
-its entailment probability (red = not entailed, green = entailed).
+its entailment probability (red = not entailed, green = entailed). The source
+is a text, or a table (grid or pasted triples, E2E MR, JSON) that DAE
+verbalizes into fact sentences.
 
-Run ``python metrics/dae/app.py``; importing this file does not launch it.
+Run ``python metrics/dae/app.py`` (with d2t-metrics installed:
+``pip install -e ".[dae,models,spaces]"``); it also runs as the folder's Hub
+Space. Importing this file launches nothing. The neural model is
+``$DAE_MODEL`` (or ``$D2T_MODEL_DAE``) if set, else the project's checkpoint
+(``checkpoints/dae`` of the checkout, or in a Space the published checkpoint
+repository named in ``d2t_space.json``); the paper's weights are not on the Hub.
+Without a model the demo offers the rule-based config only.
 """
 
 import html
 import os
-import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_ROOT = os.path.dirname(os.path.dirname(_HERE))
+NAME = "dae"
+
+SOURCE_TEXT, SOURCE_TABLE = "text", "table"
 
 EXAMPLES = [
     [
@@ -22,6 +31,10 @@ EXAMPLES = [
     ],
     ["Alan Bean was born in Wheeler, Texas, and worked as a test pilot.", "Alan Bean was born in Texas and worked as an astronaut."],
 ]
+TABLE_EXAMPLES = [
+    ["Alan_Bean | birthPlace | Wheeler,_Texas\nAlan_Bean | occupation | Test_pilot", "Alan Bean was born in Texas and worked as an astronaut."],
+    ["name[The Copper Kettle], eatType[pub], priceRange[cheap]", "The Copper Kettle is an expensive pub."],
+]
 
 
 def _colour(p: float) -> str:
@@ -33,7 +46,8 @@ def _colour(p: float) -> str:
 
 def render(example, words=None) -> str:
     """HTML: the text with each word coloured by the lowest probability of the
-    arcs it takes part in (words in no arc stay plain), then the arcs, worst first."""
+    arcs it takes part in (words in no arc stay plain), then the arcs, worst first
+    (those below 0.5, not entailed, in bold)."""
     arcs = example["arcs"]
     word_min = {}
     for a in arcs:
@@ -51,51 +65,140 @@ def render(example, words=None) -> str:
             parts.append(html.escape(w))
     text = " ".join(parts)
     rows = "".join(
-        f'<tr><td>{html.escape(a["head"])}</td><td><code>{html.escape(a["relation"])}</code></td><td>{html.escape(a["child"])}</td>'
+        f'<tr style="font-weight:{"bold" if a["probability"] < 0.5 else "normal"}"><td>{html.escape(a["head"])}</td>'
+        f'<td><code>{html.escape(a["relation"])}</code></td><td>{html.escape(a["child"])}</td>'
         f'<td style="background:{_colour(a["probability"])}">{a["probability"]:.3f}</td></tr>'
         for a in sorted(arcs, key=lambda a: a["probability"])
     )
-    verdict = "all arcs entailed" if example["ok"] else f'{example["not_entailed"]} arc(s) not entailed'
+    if example.get("no_arcs") or not arcs:
+        verdict = "no arcs to judge"
+    else:
+        verdict = "all arcs entailed" if example["ok"] else f'{example["not_entailed"]} arc(s) not entailed'
+    low = example.get("min_score", example.get("min", 0.0))
     return (
-        f'<p><b>DAE score {example["score"]:.3f}</b> (min {example["min_score"]:.3f}; {verdict})</p>'
+        f'<p><b>DAE score {example["score"]:.3f}</b> (min {low:.3f}; {verdict})</p>'
         f"<p>{text or '<i>no arcs to judge</i>'}</p>"
         f"<table><tr><th>head</th><th>relation</th><th>child</th><th>P(entailed)</th></tr>{rows}</table>"
     )
 
 
+def words_of(metric, prediction):
+    """The prediction's tokens as the metric's spaCy pipeline splits them (arc indices refer to them)."""
+    nlp = getattr(getattr(metric, "scorer", None), "nlp", None)
+    return [t.text for t in nlp(prediction)] if nlp is not None else None
+
+
+def explain(example, prediction, metric=None):
+    """The explanation the playground shows: :func:`render` over the prediction's words."""
+    return render(example, words_of(metric, prediction))
+
+
+def default_model():
+    """``(model path or None, where it came from)`` for the neural config."""
+    from d2t_metrics.spaces import resolve_model
+
+    return resolve_model(NAME, __file__, env=("DAE_MODEL",))
+
+
 _METRICS = {}
 
 
-def score(source: str, prediction: str, config: str = "default") -> str:
+def get_metric(config: str = "default"):
+    """The metric of this folder, loaded once per process and config; the default
+    config raises ``ModelNotAvailableError`` (an ``OSError``) without a model."""
     import evaluate
 
     if config not in _METRICS:
-        _METRICS[config] = evaluate.load(_HERE, config)
-    if not source.strip() or not prediction.strip():
-        return "<p>Enter a source and a generated text.</p>"
-    res = _METRICS[config].compute(predictions=[prediction], sources=[source], per_example=True, show_progress=False)
-    words = [t.text for t in _METRICS[config].scorer.nlp(prediction)]
-    return render(res["examples"][0], words)
+        kwargs = {}
+        if config != "rule":
+            model, reason = default_model()
+            if model is None:
+                from d2t_metrics.models import ModelNotAvailableError
+
+                raise ModelNotAvailableError(f"{reason}; use the rule-based config")
+            kwargs["model"] = model
+        metric = evaluate.load(_HERE, config, **kwargs)
+        metric.download_and_prepare()  # loads spaCy and the model now, once
+        _METRICS[config] = metric
+    return _METRICS[config]
+
+
+def score(source, prediction: str, config: str = "default") -> str:
+    """HTML for one source and prediction; bad input raises ``ValueError``. A string
+    source is a text; a list or dict is a table (``score_table`` takes any table form)."""
+    if (isinstance(source, str) and not source.strip()) or not str(prediction or "").strip():
+        raise ValueError("enter a source and a generated text")
+    if not isinstance(source, str):
+        return score_table(source, prediction, config)
+    metric = get_metric(config)
+    res = metric.compute(predictions=[prediction], sources=[source], per_example=True, show_progress=False)
+    return render(res["examples"][0], words_of(metric, prediction))
+
+
+def score_table(table, prediction: str, config: str = "default") -> str:
+    """HTML for a table source (any form ``parse_table`` reads, verbalized by DAE) and a prediction."""
+    if not str(prediction or "").strip():
+        raise ValueError("enter a generated text")
+    metric = get_metric(config)
+    res = metric.compute(predictions=[prediction], tables=[table], per_example=True, show_progress=False)
+    return render(res["examples"][0], words_of(metric, prediction))
+
+
+def score_ui(kind, source_text, t_source, t_layout, t_grid, t_text, prediction, config):
+    import gradio as gr
+
+    from d2t_metrics.spaces import error_html, read_table
+
+    try:
+        if kind == SOURCE_TABLE:
+            return score_table(read_table(t_source, t_layout, t_grid, t_text), prediction, config)
+        return score(source_text, prediction, config)
+    except (ValueError, OSError) as e:
+        gr.Warning(str(e))
+        return error_html(str(e))
+
+
+def _label(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def build_demo():
     import gradio as gr
 
-    return gr.Interface(
-        fn=score,
-        inputs=[
-            gr.Textbox(label="Source (input document, sentence or verbalized data)", lines=4),
-            gr.Textbox(label="Generated text", lines=3),
-            gr.Radio(["default", "rule"], value="default", label="Scorer (neural DAE or the rule-based arc overlap)"),
-        ],
-        outputs=gr.HTML(label="Arc entailment"),
-        examples=[e + ["default"] for e in EXAMPLES],
-        title="DAE: Dependency Arc Entailment",
-        description="Each dependency arc of the generated text is judged entailed or not by the source "
-        "(Goyal & Durrett, 2020). Red arcs are probably not supported.",
-    )
+    from d2t_metrics.spaces import example_values, table_input
+
+    model, origin = default_model()
+    configs = ["default", "rule"] if model else ["rule"]
+    note = f"Neural model: `{model}` ({origin})." if model else f"No neural model here ({origin}): the rule-based config only."
+    with gr.Blocks(title="DAE") as demo:
+        gr.Markdown(
+            "# DAE: Dependency Arc Entailment\nEach dependency arc of the generated text is judged entailed or not by "
+            "the source (Goyal & Durrett, 2020). Red arcs are probably not supported. A table is verbalized into "
+            f"one sentence per fact first. {note}"
+        )
+        with gr.Row():
+            with gr.Column():
+                kind = gr.Radio([SOURCE_TEXT, SOURCE_TABLE], value=SOURCE_TEXT, label="Source")
+                source_text = gr.Textbox(label="Source (input document, sentence or verbalized data)", lines=4, value=EXAMPLES[0][0])
+                with gr.Column(visible=False) as table_box:
+                    table = table_input(TABLE_EXAMPLES[0][0], label="Source table")
+                prediction = gr.Textbox(label="Generated text", lines=3, value=EXAMPLES[0][1])
+                config = gr.Radio(configs, value=configs[0], label="Scorer (neural DAE or the rule-based arc overlap)")
+                button = gr.Button("Score", variant="primary")
+            with gr.Column():
+                output = gr.HTML(label="Arc entailment")
+        kind.change(
+            lambda k: (gr.update(visible=k == SOURCE_TEXT), gr.update(visible=k == SOURCE_TABLE)),
+            kind, [source_text, table_box], show_progress="hidden",
+        )
+        button.click(score_ui, inputs=[kind, source_text, *table.inputs, prediction, config], outputs=output)
+        gr.Examples([[SOURCE_TEXT, e[0], e[1], configs[0]] for e in EXAMPLES], inputs=[kind, source_text, prediction, config],
+                    label="Examples with a source text", example_labels=[_label(e[1]) for e in EXAMPLES])
+        gr.Examples([[SOURCE_TABLE, *example_values(e[0]), e[1], configs[0]] for e in TABLE_EXAMPLES],
+                    inputs=[kind, *table.example_inputs, prediction, config], label="Examples with a source table",
+                    example_labels=[_label(e[1]) for e in TABLE_EXAMPLES])
+    return demo
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, _ROOT)
     build_demo().launch()

@@ -1,17 +1,21 @@
-"""Gradio demo for NLI semantic accuracy: enter triples (or an E2E MR) and a text,
-see the 4-way label, the omitted facts and the probabilities of every NLI check.
+"""Gradio demo for NLI semantic accuracy: enter a table (grid or pasted triples,
+E2E MR, JSON) and a text, see the 4-way label, the omitted facts and the
+probabilities of every NLI check.
 
-Run ``python metrics/nli_semantic_accuracy/app.py``; importing this file does not
-launch it. The model is ``$NLI_MODEL`` if set, else the project's checkpoint
-(``checkpoints/nli_semantic_accuracy``) when present, else roberta-large-mnli.
+Run ``python metrics/nli_semantic_accuracy/app.py`` (with d2t-metrics installed:
+``pip install -e ".[nli,models,spaces]"``); it also runs as the folder's Hub
+Space. Importing this file launches nothing. The model is ``$NLI_MODEL`` (or
+``$D2T_MODEL_NLI_SEMANTIC_ACCURACY``) if set, else the project's checkpoint
+where present (``checkpoints/nli_semantic_accuracy`` of the checkout), else the
+paper's roberta-large-mnli from the Hub.
 """
 
 import html
 import os
-import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_ROOT = os.path.dirname(os.path.dirname(_HERE))
+NAME = "nli_semantic_accuracy"
+HUB_MODEL = "roberta-large-mnli"  # the paper's model
 
 EXAMPLES = [
     [
@@ -24,18 +28,29 @@ EXAMPLES = [
     ],
     ["name[Blue Spice], eatType[pub], area[riverside], familyFriendly[yes]", "Blue Spice is a family-friendly pub in the riverside area."],
     ["name[Blue Spice], eatType[coffee shop], area[city centre]", "Blue Spice is a coffee shop by the river."],
+    [{"name": "Tomas Lindqvist", "birth_date": "4 March 1902", "occupation": "cartographer"}, "Tomas Lindqvist, born on 4 March 1902, was a painter."],
+]
+
+EXAMPLE_LABELS = [
+    "WebNLG triples, faithful text", "WebNLG triples, a fact omitted and one added", "E2E MR, faithful text",
+    "E2E MR, wrong area", "attribute-value dict, wrong occupation",
 ]
 
 
 def default_model() -> str:
-    env = os.environ.get("NLI_MODEL")
-    if env:
-        return env
-    local = os.path.join(_ROOT, "checkpoints", "nli_semantic_accuracy")
-    return local if os.path.isfile(os.path.join(local, "model.safetensors")) else "roberta-large-mnli"
+    """The model the demo loads (see the module docstring)."""
+    from d2t_metrics.spaces import resolve_model
+
+    model, _ = resolve_model(NAME, __file__, hub_default=HUB_MODEL, env=("NLI_MODEL",))
+    return model
 
 
 _COLOURS = {"OK": "#2e7d32", "omission": "#e65100", "hallucination": "#c62828", "omission+hallucination": "#6a1b9a"}
+
+
+# Plain words, not emoji: they read the same where no emoji font is installed.
+_YES = '<span style="color:#2e7d32;font-weight:bold">yes</span>'
+_NO = '<span style="color:#c62828;font-weight:bold">no</span>'
 
 
 def _probs(p: dict) -> str:
@@ -55,10 +70,12 @@ def render(example: dict) -> str:
         for o in example["omitted_facts"]
     )
     omitted = f"<p>Omitted facts:</p><ul>{omitted}</ul>" if omitted else "<p>No omitted facts.</p>"
+    if example.get("hallucination"):
+        omitted += "<p>Hallucination: the facts do not entail the text.</p>"
     rows = "".join(
         f"<tr><td>{'fact → text' if c['type'] == 'omission' else 'facts → text'}</td>"
         f"<td>{html.escape(c['hypothesis'])}</td><td>{_probs(c['probabilities'])}</td>"
-        f"<td>{'✅' if c['entailed'] else '❌'}</td></tr>"
+        f"<td>{_YES if c['entailed'] else _NO}</td></tr>"
         for c in example["checks"]
     )
     table = (
@@ -69,44 +86,76 @@ def render(example: dict) -> str:
     return head + omitted + table
 
 
+def explain(example, prediction, metric=None):
+    """The explanation the playground shows: :func:`render`."""
+    return render(example)
+
+
 _METRICS = {}
 
 
-def score(table: str, text: str, config: str = "default", lenient_restaurant: bool = False) -> str:
+def get_metric(config: str = "default"):
+    """The metric of this folder with its model, loaded once per process and config."""
     import evaluate
 
-    if not table.strip() or not text.strip():
-        return "<p>Enter the input data and a generated text.</p>"
     if config not in _METRICS:
         _METRICS[config] = evaluate.load(_HERE, config, model=default_model())
-    try:
-        res = _METRICS[config].compute(
-            predictions=[text], tables=[table], per_example=True, show_progress=False, e2e_ignore_restaurant=lenient_restaurant
-        )
-    except ValueError as e:
-        return f"<p style='color:#c62828'>{html.escape(str(e))}</p>"
+    return _METRICS[config]
+
+
+def score(table, text: str, config: str = "default", lenient_restaurant: bool = False) -> str:
+    """HTML for one table (any form ``parse_table`` reads) and text; bad input raises ``ValueError``."""
+    if not str(text or "").strip():
+        raise ValueError("enter a generated text")
+    res = get_metric(config).compute(
+        predictions=[text], tables=[table], per_example=True, show_progress=False, e2e_ignore_restaurant=lenient_restaurant
+    )
     return render(res["examples"][0])
+
+
+def score_ui(source, layout, grid, table_text, text, config, lenient_restaurant):
+    import gradio as gr
+
+    from d2t_metrics.spaces import error_html, read_table
+
+    try:
+        return score(read_table(source, layout, grid, table_text), text, config, lenient_restaurant)
+    except ValueError as e:
+        gr.Warning(str(e))
+        return error_html(str(e))
 
 
 def build_demo():
     import gradio as gr
 
-    return gr.Interface(
-        fn=score,
-        inputs=[
-            gr.Textbox(label="Input data: WebNLG triples 'subject | predicate | object', one per line, or an E2E MR", lines=4),
-            gr.Textbox(label="Generated text", lines=3),
-            gr.Radio(["default", "backoff"], value="default", label="Templates (extracted/handcrafted, or back-off only)"),
-            gr.Checkbox(value=False, label="E2E: eatType[restaurant] is optional"),
-        ],
-        outputs=gr.HTML(label="NLI checks"),
-        examples=[e + ["default", False] for e in EXAMPLES],
-        title="NLI semantic accuracy (Dušek & Kasner, 2020)",
-        description="Checks with an NLI model whether the text entails every fact (omissions) and the facts "
-        "entail the text (hallucinations).",
-    )
+    from d2t_metrics.spaces import example_values, resolve_model, table_input
+
+    model, origin = resolve_model(NAME, __file__, hub_default=HUB_MODEL, env=("NLI_MODEL",))
+    with gr.Blocks(title="NLI semantic accuracy") as demo:
+        gr.Markdown(
+            "# NLI semantic accuracy (Dušek & Kasner, 2020)\n"
+            "Checks with an NLI model whether the text entails every fact (omissions) and the facts "
+            f"entail the text (hallucinations). Model: `{model}` ({origin})."
+        )
+        with gr.Row():
+            with gr.Column():
+                table = table_input(EXAMPLES[0][0], label="Input data")
+                text = gr.Textbox(label="Generated text", lines=3, value=EXAMPLES[0][1])
+                with gr.Row():
+                    config = gr.Radio(["default", "backoff"], value="default", label="Templates (extracted/handcrafted, or back-off only)")
+                    lenient = gr.Checkbox(value=False, label="E2E: eatType[restaurant] is optional")
+                button = gr.Button("Check", variant="primary")
+            with gr.Column():
+                output = gr.HTML(label="NLI checks")
+        options = [text, config, lenient]
+        button.click(score_ui, inputs=table.inputs + options, outputs=output)
+        gr.Examples(
+            [example_values(e[0]) + [e[1], "default", False] for e in EXAMPLES],
+            inputs=table.example_inputs + options,
+            example_labels=EXAMPLE_LABELS,
+        )
+    return demo
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, _ROOT)
     build_demo().launch()

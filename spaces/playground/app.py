@@ -1,0 +1,499 @@
+"""d2t-metrics playground: every metric of the project on one input, side by side.
+
+Run ``python spaces/playground/app.py`` from a checkout with d2t-metrics
+installed (``pip install -e ".[all]"``); published, it is its own Hub Space
+(``python -m d2t_metrics.publish`` stages the metric folders and the examples
+next to it). Importing this file launches nothing: ``build_demo()`` builds the
+``gr.Blocks``, :func:`score_example` scores one input with every metric, and
+:func:`score_file` scores a JSONL file in the command line's format.
+
+Metrics are the folders ``metrics/<name>/<name>.py`` found next to this app
+(a published Space) or in the checkout, so new metric folders show up without
+a change here. Models load once per process, on first use: the project's
+checkpoint where present, else the paper's Hub model, else the project's
+published checkpoint; a metric whose model cannot be loaded is skipped with a
+note (a metric with a model-free config, DAE's ``rule``, falls back to it).
+"""
+
+import html
+import importlib.util
+import inspect
+import json
+import os
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHECKOUT_ROOT = os.path.dirname(os.path.dirname(HERE))
+
+# What the playground knows about the project's metrics; a metric folder not
+# listed here still runs, shown with its "score" and its raw example dict.
+KNOWN = {
+    "parent": {"title": "PARENT", "main": ("f1", "F1"), "options": {"return_ngrams": True}},
+    "nli_semantic_accuracy": {
+        "title": "NLI semantic accuracy", "main": ("confidence", "confidence"),
+        "hub": "roberta-large-mnli", "env": ("NLI_MODEL",),
+    },
+    "dae": {"title": "DAE", "main": ("score", "mean arc P(entailed)"), "env": ("DAE_MODEL",)},
+    "data_questeval": {"title": "Data-QuestEval"},
+    "fact_accuracy": {"title": "Fact accuracy"},
+}
+
+FALLBACK_EXAMPLES = [
+    {
+        "id": "webnlg", "prediction": "Alan Bean was born in Wheeler, Texas, and walked on the Moon.",
+        "references": ["Alan Bean was born in Wheeler, Texas, and became a test pilot."],
+        "table": ["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | occupation | Test_pilot"],
+        "note": "omission and hallucination",
+    },
+    {
+        "id": "e2e", "prediction": "The Eagle is a coffee shop.",
+        "references": ["The Eagle is a coffee shop near Burger King."],
+        "table": "name[The Eagle], eatType[coffee shop], near[Burger King]", "note": "omission",
+    },
+]
+
+
+# ---------------------------------------------------------------------------
+# Finding metrics, examples and models
+
+
+def metrics_dir() -> Optional[str]:
+    """``$D2T_METRICS_DIR``, else ``metrics/`` next to this app (a published Space), else the
+    checkout's, else the one the installed d2t_metrics locates (``d2t_metrics.locations``)."""
+    for candidate in (os.environ.get("D2T_METRICS_DIR"), os.path.join(HERE, "metrics"), os.path.join(CHECKOUT_ROOT, "metrics")):
+        if candidate and os.path.isdir(candidate):
+            return candidate
+    try:
+        from d2t_metrics.locations import metrics_dir as located
+    except ImportError:  # a d2t_metrics without the locator
+        return None
+    return located()
+
+
+def discover_metrics() -> List[str]:
+    """Names of the metric folders, the project's known ones first."""
+    folder = metrics_dir()
+    if folder is None:
+        return []
+    from d2t_metrics.cli import available_metrics
+
+    names = available_metrics(folder)
+    order = {name: i for i, name in enumerate(KNOWN)}
+    return sorted(names, key=lambda n: (order.get(n, len(order)), n))
+
+
+def title(name: str) -> str:
+    return KNOWN.get(name, {}).get("title", name)
+
+
+def examples_file() -> Optional[str]:
+    for candidate in (os.path.join(HERE, "examples.jsonl"), os.path.join(CHECKOUT_ROOT, "examples", "examples.jsonl")):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def load_examples() -> List[Dict[str, Any]]:
+    """The project's hand-written examples (``examples/examples.jsonl``) with a table."""
+    path = examples_file()
+    rows = []
+    if path:
+        with open(path, encoding="utf-8-sig") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    rows = [r for r in rows if "table" in r and "prediction" in r] or FALLBACK_EXAMPLES
+    return rows
+
+
+def _import_app(name: str):
+    """The metric folder's ``app.py`` as a module (for its ``explain``), or ``None``."""
+    path = os.path.join(metrics_dir() or "", name, "app.py")
+    if not os.path.isfile(path):
+        return None
+    spec = importlib.util.spec_from_file_location(f"d2t_playground_app_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception:  # noqa: BLE001 - a broken demo must not break the playground
+        return None
+    return module
+
+
+@dataclass
+class Loaded:
+    """A metric ready to compute, or the reason it cannot run here (``metric`` is ``None``)."""
+
+    name: str
+    metric: Any = None
+    config: Optional[str] = None
+    model: Optional[str] = None
+    origin: str = ""
+    note: str = ""
+    app: Any = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def available(self) -> bool:
+        return self.metric is not None
+
+    def describe(self) -> str:
+        if not self.available:
+            return f"unavailable: {self.note}"
+        model = self.model
+        if model and os.path.isabs(model) and model.startswith(CHECKOUT_ROOT + os.sep):
+            model = os.path.relpath(model, CHECKOUT_ROOT)
+        text = f"model {model} ({self.origin})" if model else "no model"
+        if self.config:
+            text += f", config {self.config}"
+        return text
+
+
+_LOADED: Dict[str, Loaded] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def _unavailable_reason(error: BaseException) -> Optional[str]:
+    from d2t_metrics.models import ModelNotAvailableError
+
+    if isinstance(error, ModelNotAvailableError):
+        return f"its model is not available: {error}"
+    if isinstance(error, ImportError):
+        return f"a library it needs is missing: {error}"
+    if isinstance(error, OSError):
+        return f"its model is not available: {error}"
+    return None
+
+
+def _construct(cls, module_hash, config, model):
+    metric = cls(config_name=config, hash=module_hash, **({"model": model} if model is not None else {}))
+    metric.download_and_prepare()  # where the metrics load their models
+    return metric
+
+
+def load_metric(name: str) -> Loaded:
+    """The metric ``name`` with its model, loaded once per process."""
+    with _LOAD_LOCK:
+        if name not in _LOADED:
+            _LOADED[name] = _load(name)
+        return _LOADED[name]
+
+
+def _load(name: str) -> Loaded:
+    from d2t_metrics.cli import load_metric_class
+    from d2t_metrics.spaces import model_candidates
+
+    info = KNOWN.get(name, {})
+    try:
+        cls, module_hash = load_metric_class(os.path.join(metrics_dir(), name))
+    except Exception as e:  # noqa: BLE001
+        return Loaded(name, note=_unavailable_reason(e) or f"it cannot be imported: {type(e).__name__}: {e}")
+    app = _import_app(name)
+    try:
+        takes_model = "model" in inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        takes_model = False
+    if not takes_model:
+        try:
+            return Loaded(name, metric=_construct(cls, module_hash, None, None), app=app)
+        except Exception as e:  # noqa: BLE001
+            return Loaded(name, note=_unavailable_reason(e) or f"{type(e).__name__}: {e}", app=app)
+    tried = []
+    for model, origin in model_candidates(name, __file__, hub_default=info.get("hub"), env=info.get("env", ())):
+        try:
+            metric = _construct(cls, module_hash, None, model)
+        except Exception as e:  # noqa: BLE001
+            reason = _unavailable_reason(e)
+            if reason is None:
+                return Loaded(name, note=f"{type(e).__name__}: {e}", app=app)
+            tried.append(f"{model}: {reason}")
+            continue
+        return Loaded(name, metric=metric, model=model, origin=origin, app=app)
+    why = "; ".join(tried) or f"no model found (no checkpoints/{name}, no published checkpoint)"
+    for config in getattr(cls, "MODEL_FREE_CONFIGS", ()):
+        try:
+            metric = _construct(cls, module_hash, config, None)
+        except Exception:  # noqa: BLE001
+            continue
+        return Loaded(name, metric=metric, config=config, app=app, note=f"the model-free '{config}' config runs instead ({why})")
+    return Loaded(name, note=why, app=app)
+
+
+# ---------------------------------------------------------------------------
+# Scoring one example
+
+
+def _corpus(predictions, references, tables):
+    from d2t_metrics.cli import Corpus
+
+    n = len(predictions)
+    lines = list(range(1, n + 1))
+    return Corpus(
+        ids=list(range(n)), predictions=list(predictions), references=references, tables=list(tables), sources=None,
+        line_numbers=lines, missing_lines={"references": [] if references else lines, "table": [], "source": lines},
+    )
+
+
+def score_example(table: Any, prediction: str, reference: Optional[str] = None, metrics: Optional[List[str]] = None) -> Dict[str, Dict[str, Any]]:
+    """Score one input with every metric (or those named): ``{name: result}``.
+
+    Each result has ``status`` ("ok", "skipped" or "error"), ``note`` (why it
+    was skipped, or a fallback), ``model``; when it ran, ``scores`` (the
+    corpus-level numbers), ``example`` (its per-example dict), ``main`` (the
+    metric's headline number and label) and ``explanation`` (HTML). A bad
+    table raises ``ValueError`` before any metric runs.
+    """
+    from d2t_metrics import parse_table
+    from d2t_metrics.cli import Skip, build_compute_kwargs, corpus_scores
+
+    parse_table(table)
+    if not str(prediction or "").strip():
+        raise ValueError("enter a generated text")
+    references = [[reference.strip()]] if reference and reference.strip() else None
+    corpus = _corpus([prediction], references, [table])
+    results: Dict[str, Dict[str, Any]] = {}
+    for name in metrics or discover_metrics():
+        loaded = load_metric(name)
+        out: Dict[str, Any] = {"title": title(name), "model": loaded.describe(), "note": loaded.note}
+        results[name] = out
+        if not loaded.available:
+            out["status"] = "skipped"
+            continue
+        try:
+            kwargs = build_compute_kwargs(loaded.metric, corpus, None, False)
+        except Skip as e:
+            out["status"] = "skipped"
+            out["note"] = "needs a reference text: enter one" if references is None and "references" in str(e) else str(e)
+            continue
+        kwargs.update(KNOWN.get(name, {}).get("options", {}))
+        try:
+            with loaded.lock:
+                result = loaded.metric.compute(**kwargs)
+        except ValueError as e:
+            out.update(status="error", note=str(e))
+            continue
+        example = result["examples"][0]
+        key, label = KNOWN.get(name, {}).get("main", ("score", "score"))
+        out.update(status="ok", scores=corpus_scores(result), example=example, main=(label, example.get(key, example.get("score"))))
+        out["explanation"] = _explain(loaded, example, prediction)
+    return results
+
+
+def _explain(loaded: Loaded, example: Dict[str, Any], prediction: str) -> str:
+    explain = getattr(loaded.app, "explain", None)
+    if callable(explain):
+        try:
+            return explain(example, prediction, loaded.metric)
+        except Exception:  # noqa: BLE001 - fall back to the raw dict
+            pass
+    shown = json.dumps(example, indent=1, ensure_ascii=False, default=str)
+    if len(shown) > 4000:
+        shown = shown[:4000] + "\n…"
+    return f"<pre style='white-space:pre-wrap'>{html.escape(shown)}</pre>"
+
+
+def _number(value) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else html.escape(str(value))
+
+
+def panel_html(name: str, result: Dict[str, Any]) -> str:
+    """One metric's panel: its headline number, its other scores and its explanation."""
+    from d2t_metrics.spaces import error_html, note_html
+
+    head = f'<h3 style="margin:0 0 4px 0">{html.escape(result["title"])}</h3>'
+    model = f'<p style="margin:0 0 6px 0"><small>{html.escape(result["model"])}</small></p>'
+    if result["status"] == "skipped":
+        body = note_html(f"Skipped: {result['note']}")
+    elif result["status"] == "error":
+        body = error_html(result["note"])
+    else:
+        label, value = result["main"]
+        body = (
+            f'<p class="d2t-main" data-metric="{html.escape(name)}" style="font-size:1.4em;margin:4px 0">'
+            f'{html.escape(label)} <b class="d2t-main-score">{_number(value)}</b></p>'
+        )
+        if result.get("note"):
+            body += note_html(result["note"])
+        scores = {k: v for k, v in result["example"].items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        flags = {k: v for k, v in result["example"].items() if isinstance(v, bool) or k == "label"}
+        body += "<p><small>" + " · ".join(f"{html.escape(k)} {_number(v)}" for k, v in {**scores, **flags}.items()) + "</small></p>"
+        body += result["explanation"]
+    return f'<div class="d2t-metric" id="d2t-metric-{html.escape(name)}">{head}{model}{body}</div>'
+
+
+# ---------------------------------------------------------------------------
+# Scoring a file
+
+
+def score_file(path: str, out_dir: Optional[str] = None, metrics: Optional[List[str]] = None) -> Dict[str, Any]:
+    """Score a JSONL file in the command line's format with every available metric.
+
+    Returns ``{"results": path of the per-example JSONL (the command line's
+    output format), "plot": path of a PNG of the corpus scores, "summary":
+    [[metric, score, value], ...], "notes": [...]}``. A bad file raises
+    ``ValueError`` with the command line's message (file, line).
+    """
+    from d2t_metrics.cli import MetricRun, Skip, UsageError, build_compute_kwargs, corpus_scores, decode_utf8, parse_corpus, with_line_numbers, write_output
+
+    if not path:
+        raise ValueError("upload a JSONL file first")
+    name = os.path.basename(path)
+    try:
+        with open(path, "rb") as f:
+            corpus = parse_corpus(decode_utf8(f.read(), name), name)
+    except UsageError as e:
+        raise ValueError(str(e)) from None
+    runs, notes = [], []
+    for metric_name in metrics or discover_metrics():
+        loaded = load_metric(metric_name)
+        if not loaded.available:
+            notes.append(f"{metric_name} skipped: {loaded.note}")
+            continue
+        if loaded.note:
+            notes.append(f"{metric_name}: {loaded.note}")
+        try:
+            kwargs = build_compute_kwargs(loaded.metric, corpus, None, False)
+            with loaded.lock:
+                result = loaded.metric.compute(**kwargs)
+        except Skip as e:
+            notes.append(f"{metric_name} skipped: {e}")
+            continue
+        except ValueError as e:
+            notes.append(f"{metric_name} failed: it rejected the input: {with_line_numbers(str(e), corpus)}")
+            continue
+        runs.append(MetricRun(name=metric_name, scores=corpus_scores(result), examples=result["examples"], model=loaded.model))
+    if not runs:
+        raise ValueError("no metric ran: " + "; ".join(notes))
+    out_dir = out_dir or tempfile.mkdtemp(prefix="d2t-playground-")
+    stem = os.path.splitext(name)[0] or "input"
+    results_path = os.path.join(out_dir, f"{stem}.scores.jsonl")
+    write_output(results_path, corpus, runs)
+    plot_path = os.path.join(out_dir, f"{stem}.scores.png")
+    plot_scores(runs, len(corpus), plot_path)
+    summary = [[run.name, key, round(float(value), 4)] for run in runs for key, value in run.scores.items()]
+    return {"results": results_path, "plot": plot_path, "summary": summary, "notes": notes, "examples": len(corpus)}
+
+
+def plot_scores(runs, n_examples: int, path: str) -> str:
+    """A PNG with one bar chart of corpus scores per metric."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 3.4), squeeze=False)
+    for ax, run in zip(axes[0], runs):
+        keys = list(run.scores)
+        values = [float(run.scores[k]) for k in keys]
+        bars = ax.barh(keys, values, color="#5c6bc0")
+        ax.invert_yaxis()
+        ax.set_xlim(0, max(1.0, max(values, default=1.0) * 1.1))
+        ax.set_title(title(run.name))
+        for bar, value in zip(bars, values):
+            ax.text(bar.get_width() + 0.01, bar.get_y() + bar.get_height() / 2, f"{value:.3f}", va="center", fontsize=8)
+    fig.suptitle(f"Corpus scores on {n_examples} example{'s' if n_examples != 1 else ''}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------------------
+# The demo
+
+
+def score_ui(source, layout, grid, text, prediction, reference):
+    """The Score button: one HTML panel per metric."""
+    import gradio as gr
+
+    from d2t_metrics.spaces import error_html, read_table
+
+    names = discover_metrics()
+    try:
+        table = read_table(source, layout, grid, text)
+        results = score_example(table, prediction, reference, names)
+    except ValueError as e:
+        gr.Warning(str(e))
+        return [error_html(str(e))] * len(names)
+    return [panel_html(name, results[name]) for name in names]
+
+
+def score_file_ui(file):
+    import gradio as gr
+
+    from d2t_metrics.spaces import error_html, note_html
+
+    path = file if isinstance(file, str) or file is None else getattr(file, "name", None)
+    try:
+        out = score_file(path)
+    except ValueError as e:
+        gr.Warning(str(e))
+        return error_html(str(e)), None, None, None
+    notes = "".join(note_html(n) for n in out["notes"])
+    status = f"<p>Scored {out['examples']} examples.</p>{notes}"
+    return status, out["summary"], out["plot"], [out["results"], out["plot"]]
+
+
+def build_demo():
+    import gradio as gr
+
+    from d2t_metrics.spaces import example_values, space_config, table_input
+
+    names = discover_metrics()
+    examples = load_examples()
+    first = examples[0]
+    repository = space_config(__file__).get("repository")
+    project = f"[d2t-metrics]({repository})" if repository else "d2t-metrics"
+    with gr.Blocks(title="d2t-metrics playground") as demo:
+        gr.Markdown(
+            "# d2t-metrics playground\nDoes the generated text say all of its input data, and only that? "
+            f"Every semantic-accuracy metric of {project} on one input, side by side: "
+            + ", ".join(f"**{title(n)}**" for n in names)
+            + ". Models load on first use; a metric whose model is unavailable is skipped with a note."
+        )
+        with gr.Tabs():
+            with gr.Tab("One example"):
+                with gr.Row():
+                    with gr.Column(scale=3):
+                        table = table_input(first["table"], label="Input data (table)")
+                    with gr.Column(scale=2):
+                        prediction = gr.Textbox(label="Generated text", lines=3, value=first["prediction"], elem_id="d2t-prediction")
+                        reference = gr.Textbox(
+                            label="Reference text (optional; PARENT needs one)", lines=2,
+                            value=(first.get("references") or [""])[0], elem_id="d2t-reference",
+                        )
+                        button = gr.Button("Score with every metric", variant="primary", elem_id="d2t-score")
+                with gr.Row(equal_height=False):
+                    panels = [gr.HTML(f"<p><i>{html.escape(title(n))}: press Score.</i></p>", elem_id=f"d2t-panel-{n}") for n in names]
+                button.click(score_ui, inputs=table.inputs + [prediction, reference], outputs=panels)
+                gr.Examples(
+                    [example_values(e["table"]) + [e["prediction"], (e.get("references") or [""])[0]] for e in examples],
+                    inputs=table.example_inputs + [prediction, reference],
+                    example_labels=[f"{e.get('id', i)}: {e.get('note', '')}"[:70] for i, e in enumerate(examples)],
+                    label="Examples (from examples/examples.jsonl)",
+                )
+            with gr.Tab("Batch (JSONL)"):
+                gr.Markdown(
+                    "Upload a JSONL file in the command line's format: one JSON object per line, "
+                    '`{"id"?, "prediction": str, "references"?: [str], "table"?: <any table form>, "source"?: str}`. '
+                    "Every metric that can run on it scores it; download the per-example results "
+                    "(the `d2t-metrics score --output` format) and a plot of the corpus scores."
+                )
+                with gr.Row():
+                    with gr.Column():
+                        upload = gr.File(label="Input JSONL", file_types=[".jsonl", ".json", ".txt"], type="filepath")
+                        run = gr.Button("Score the file", variant="primary")
+                        if examples_file():
+                            gr.Examples([[examples_file()]], inputs=[upload], label="Example file")
+                    with gr.Column():
+                        status = gr.HTML()
+                        downloads = gr.File(label="Per-example results (JSONL) and plot (PNG)", file_count="multiple", interactive=False)
+                plot = gr.Image(label="Corpus scores per metric", type="filepath", interactive=False)
+                summary = gr.Dataframe(headers=["metric", "score", "value"], label="Corpus scores", interactive=False)
+                run.click(score_file_ui, inputs=upload, outputs=[status, summary, plot, downloads])
+    return demo
+
+
+if __name__ == "__main__":
+    build_demo().launch()
