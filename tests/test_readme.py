@@ -12,7 +12,7 @@ with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
     README = f.read()
 
 MAIN_JOB = (
-    'python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && pip install -e ".[all]" && '
+    'python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && pip install -e ".[parent,nli,models]" && '
     "d2t-metrics score --metrics parent,nli_semantic_accuracy --input examples/examples.jsonl --output scores.jsonl --overwrite"
 )
 TEST_COMMAND = 'HF_HUB_OFFLINE=1 python -m pytest -q tests'
