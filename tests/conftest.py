@@ -43,5 +43,21 @@ def tiny_seq2seq(tmp_path_factory):
     return make_tiny_seq2seq(str(tmp_path_factory.mktemp("tiny_seq2seq")))
 
 
+@pytest.fixture()
+def transformers_log():
+    """Messages transformers logs while the test runs (its loggers do not
+    propagate to the root logger, and its handler writes to the stderr of
+    import time, so neither caplog nor capfd sees them)."""
+    import logging
+
+    records = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: records.append(record.getMessage())
+    logger = logging.getLogger("transformers")
+    logger.addHandler(handler)
+    yield records
+    logger.removeHandler(handler)
+
+
 def metric_path(name: str) -> str:
     return os.path.join(ROOT, "metrics", name)

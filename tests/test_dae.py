@@ -314,22 +314,6 @@ def test_shipped_checkpoint_survives_a_long_word():
     assert not plain["truncated"] and plain["ok"]
 
 
-@pytest.fixture()
-def transformers_log():
-    """Messages transformers logs while the test runs (its loggers do not
-    propagate to the root logger, and its handler writes to the stderr of
-    import time, so neither caplog nor capfd sees them)."""
-    import logging
-
-    records = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = lambda record: records.append(record.getMessage())
-    logger = logging.getLogger("transformers")
-    logger.addHandler(handler)
-    yield records
-    logger.removeHandler(handler)
-
-
 def test_no_input_crashes_on_length(tiny_metric, transformers_log):
     scorer = tiny_metric.scorer
     scorer.tokenizer.deprecation_warnings.pop("sequence-length-is-longer-than-the-specified-maximum", None)

@@ -307,22 +307,6 @@ def test_scorer_rows_say_how_a_pair_was_read(tiny_nli):
     assert scorer.as_dict(long_premise).windows == long_premise.windows
 
 
-@pytest.fixture()
-def transformers_log():
-    """Messages transformers logs while the test runs (its loggers do not
-    propagate to the root logger, and its handler writes to the stderr of
-    import time, so neither caplog nor capfd sees them)."""
-    import logging
-
-    records = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = lambda record: records.append(record.getMessage())
-    logger = logging.getLogger("transformers")
-    logger.addHandler(handler)
-    yield records
-    logger.removeHandler(handler)
-
-
 def test_no_misleading_length_warning(tiny_metric, transformers_log):
     """The tokenizer's 'Token indices sequence length is longer than the
     specified maximum' warning is wrong where the scorer handles length itself."""
