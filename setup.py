@@ -34,7 +34,7 @@ def data_files_under(folder, suffixes=None):
 
 # torch is left unpinned here: install steps pin it (`pip install torch==2.13.0`)
 # so a CPU wheel is used where one is on disk; any torch >= 2.1 works.
-TORCH = ["torch>=2.1", "transformers>=4.40", "safetensors", "accelerate>=0.26", "peft>=0.10"]
+TORCH = ["torch>=2.1", "transformers>=4.40", "safetensors", "accelerate>=0.26", "peft>=0.17"]
 
 EXTRAS = {
     "parent": ["evaluate>=0.4", "nltk>=3.8"],

@@ -39,7 +39,7 @@ import numbers
 import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from .tables import Table, parse_table, short_repr
+from .tables import Table, _without_gc_pauses, parse_table, short_repr
 
 # A guard against pasting a whole corpus into one example, far above any
 # model's window (long texts are windowed or truncated as each card says).
@@ -60,6 +60,7 @@ _CANONICAL_PREFIX = '{"kind":'
 # The canonical string form of a table (and of a source text)
 
 
+@_without_gc_pauses
 def encode_table(table: Any, index: Optional[int] = None) -> str:
     """A table in any form → its canonical JSON string.
 

@@ -3,7 +3,9 @@
 Models load by hub id or local path through transformers, once per process:
 ``load_model`` caches by (name, task, device, dtype), as bert_score's scorer
 keeps its model. Weights load from safetensors only and never with
-``trust_remote_code``.
+``trust_remote_code``. A folder holding one of the project's checkpoints
+(PEFT adapters with ``adapter_config.json``, see :mod:`d2t_metrics.checkpoints`)
+loads its base and merges the adapters.
 
 A name that can only be a local path (absolute, starting with ``.`` or ``~``,
 or ``dir/name`` whose ``dir`` exists here) and does not exist fails at once
@@ -131,7 +133,7 @@ def quiet_loading(enabled: Optional[bool] = None) -> Iterator[None]:
     model loads (transformers' "Loading weights" bar, download bars), and
     restore their previous settings afterwards. ``enabled=None`` (the default)
     follows ``D2T_NO_PROGRESS``; ``load_model`` and
-    ``checkpoints.load_compact`` load inside it."""
+    ``checkpoints.load_checkpoint`` load inside it."""
     if enabled is None:
         enabled = progress_disabled()
     switches = _progress_switches() if enabled else None
@@ -197,10 +199,11 @@ def _load_cached(name: str, task: str, device: str, dtype_name: str, metric: str
     import transformers
 
     dtype = getattr(torch, dtype_name)
-    from .checkpoints import is_compact_checkpoint, load_compact
+    from .checkpoints import is_compact_checkpoint, load_checkpoint
 
+    # the project's checkpoints: LoRA adapters (PEFT layout, or the legacy compact file) over a base they name
     if os.path.isdir(name) and is_compact_checkpoint(name):
-        tokenizer, model, _meta, _extra = load_compact(name, device=device, dtype=dtype)
+        tokenizer, model, _meta, _extra = load_checkpoint(name, device=device, dtype=dtype)
         return tokenizer, model
     # offline, a hub id was found in the cache (resolve_model_name); never ask the Hub for it again
     local_only = hub_offline() and not os.path.isdir(name)

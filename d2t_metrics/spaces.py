@@ -391,7 +391,8 @@ def space_config(app_file: str) -> Dict[str, Any]:
 
 
 def is_checkpoint_dir(path: Any) -> bool:
-    return bool(path) and os.path.isfile(os.path.join(str(path), "model.safetensors"))
+    """A project checkpoint folder: PEFT's layout, or the older single-file one."""
+    return bool(path) and any(os.path.isfile(os.path.join(str(path), f)) for f in ("adapter_config.json", "model.safetensors"))
 
 
 def project_checkpoint(name: str, app_file: Optional[str] = None) -> Optional[str]:

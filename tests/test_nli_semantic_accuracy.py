@@ -354,10 +354,11 @@ def test_missing_model_says_how_to_pass_a_path(tmp_path):
 
 
 def test_checkpoint_is_compact():
-    f = os.path.join(CHECKPOINT, "model.safetensors")
-    assert os.path.isfile(f)
-    assert os.path.getsize(f) <= 16 * 2**20
-    assert os.path.isfile(os.path.join(CHECKPOINT, "README.md"))
+    """PEFT's own layout: adapters (with the classifier) over the base's Hub id, plus the project's recipe."""
+    for name in ("adapter_config.json", "adapter_model.safetensors", "d2t_config.json", "README.md"):
+        assert os.path.isfile(os.path.join(CHECKPOINT, name)), name
+    assert os.path.getsize(os.path.join(CHECKPOINT, "adapter_model.safetensors")) <= 16 * 2**20
+    assert not os.path.exists(os.path.join(CHECKPOINT, "model.safetensors"))
 
 
 def test_docstring_example_runs(monkeypatch):

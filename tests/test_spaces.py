@@ -484,8 +484,9 @@ def test_publish_dry_run_text_output(capsys):
         assert re.search(r"^    app\.py +[\d,]+$", out, re.M)
     assert re.search(r"^space \(gradio\) test-org/d2t-metrics-playground <- spaces/playground", out, re.M)
     for name in CHECKPOINTS:
-        assert re.search(rf"^model test-org/d2t-metrics-{name} <- checkpoints/{name}: 2 files", out, re.M)
-        assert re.search(r"^    model\.safetensors +[\d,]+$", out, re.M)
+        n_files = len([f for f in os.listdir(os.path.join(ROOT, "checkpoints", name)) if not f.startswith(".")])
+        assert re.search(rf"^model test-org/d2t-metrics-{name} <- checkpoints/{name}: {n_files} files", out, re.M)
+        assert re.search(r"^    adapter_model\.safetensors +[\d,]+$", out, re.M)
     assert "requirement: d2t-metrics[parent,spaces] @ git+https://github.com/" in out
     assert out.rstrip().endswith(f"dry run: nothing uploaded ({len(METRICS) + 1 + len(CHECKPOINTS)} repositories)")
 

@@ -14,20 +14,27 @@ source, their closeness in the source tree, a dropped or added negation). A
 linear layer maps it all to one logit; ``sigmoid(logit)`` is P(entailed). One encoder pass serves all
 the arcs of a (source, hypothesis) pair.
 
-Checkpoints use the project's compact format (``d2t_metrics.checkpoints``):
-LoRA adapters over all-MiniLM-L6-v2 plus the tensors ``rel_emb.weight``,
-``arc_head.weight`` and ``arc_head.bias``.
+Checkpoints use the project's PEFT layout (``d2t_metrics.checkpoints``): LoRA
+adapters over all-MiniLM-L6-v2 (``adapter_config.json``,
+``adapter_model.safetensors``, loadable with ``peft.PeftModel`` over
+``transformers.AutoModel``), the head tensors ``rel_emb.weight``,
+``arc_head.weight`` and ``arc_head.bias`` in ``arc_head.safetensors``, and
+the recipe in ``d2t_config.json`` (kind, relations, arc feature names, max
+length, hidden size). The legacy compact file (``model.safetensors``) still loads.
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from d2t_metrics.checkpoints import HEAD_FILES
+
 from .arcs import RELATIONS
 
 DEFAULT_MAX_LENGTH = 128
 CHECKPOINT_TASK = "encoder"
 ARC_MODEL_KIND = "dae-arc-classifier"
+HEAD_FILE = HEAD_FILES[ARC_MODEL_KIND]  # "arc_head.safetensors", beside the adapters
 
 
 def make_arc_head(hidden_size: int, num_relations: int = len(RELATIONS), num_features: int = 0):
@@ -114,10 +121,11 @@ def encode_pairs(tokenizer, sources: Sequence[Sequence[str]], hypotheses: Sequen
 
 
 def load_dae_checkpoint(path: str, device: str = "cpu", dtype=None):
-    """``(tokenizer, encoder, head, meta)`` from a compact DAE checkpoint directory."""
-    from d2t_metrics.checkpoints import load_compact
+    """``(tokenizer, encoder, head, meta)`` from a DAE checkpoint directory
+    (PEFT layout, or the legacy compact file)."""
+    from d2t_metrics.checkpoints import load_checkpoint
 
-    tokenizer, encoder, meta, extra = load_compact(path, device=device, dtype=dtype)
+    tokenizer, encoder, meta, extra = load_checkpoint(path, device=device, dtype=dtype)
     if meta.get("kind") != ARC_MODEL_KIND or "arc_head.weight" not in extra:
         raise ValueError(f"{path} is a d2t-metrics checkpoint but not a DAE arc classifier (kind={meta.get('kind')!r})")
     head = load_head(extra, encoder.config.hidden_size).to(device)

@@ -5,9 +5,12 @@
 Fine-tunes LoRA adapters over the base encoder plus the relation embedding
 and the linear arc classifier, with binary cross-entropy on the labelled arcs
 (Goyal & Durrett, 2020, §3; unlabelled arcs are simply absent from the data).
-Saves a compact checkpoint (``d2t_metrics.checkpoints``) every
-``--save-every`` steps and at the end, with the dev arc accuracy and F1 in its
-metadata, and prints them.
+Saves a checkpoint in the project's PEFT layout (``d2t_metrics.checkpoints``:
+``adapter_config.json`` + ``adapter_model.safetensors`` by
+``PeftModel.save_pretrained``, the head in ``arc_head.safetensors``, the
+tokenizer, and the recipe in ``d2t_config.json``) every ``--save-every``
+steps and at the end, with the dev arc accuracy and F1 in its recipe, and
+prints them. ``--init`` warm-starts from a checkpoint of either layout.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from .arcs import ARC_FEATURES, LEXICAL_FEATURES, RELATION_IDS, RELATIONS, Arc, SourceIndex, load_spacy
-from .model import ARC_MODEL_KIND, CHECKPOINT_TASK, DEFAULT_MAX_LENGTH, encode_pairs, head_tensors, make_arc_head
+from .model import ARC_MODEL_KIND, CHECKPOINT_TASK, DEFAULT_MAX_LENGTH, HEAD_FILE, encode_pairs, head_tensors, make_arc_head
 
 
 def read_jsonl(path: str, limit: Optional[int] = None) -> List[dict]:
@@ -193,11 +196,11 @@ def rerank_accuracy(model_path: str, triples: Sequence[tuple], nlp=None, device:
     return out
 
 
-def save(peft_encoder, head, out: str, meta: dict) -> str:
-    from d2t_metrics.checkpoints import save_compact
+def save(peft_encoder, head, out: str, meta: dict, tokenizer=None) -> str:
+    """The encoder's adapters, the head and the recipe ``meta`` to the folder ``out``; returns ``out``."""
+    from d2t_metrics.checkpoints import save_checkpoint
 
-    path = save_compact(peft_encoder, out, meta, extra=head_tensors(head))
-    return path
+    return save_checkpoint(peft_encoder, out, meta, tokenizer=tokenizer, extra=head_tensors(head))
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -231,7 +234,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     import torch
 
-    from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, resolve_base
+    from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, checkpoint_size, resolve_base
     from d2t_metrics.models import get_device
 
     torch.set_num_threads(args.threads)
@@ -299,7 +302,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     meta = {
         "base": args.base, "task": CHECKPOINT_TASK, "kind": ARC_MODEL_KIND, "lora": lora, "max_length": args.max_length,
         "relations": list(RELATIONS), "word_vector": "first sub-token",
-        "arc_features": feature_names,
+        "arc_features": feature_names, "hidden_size": encoder.config.hidden_size, "head_file": HEAD_FILE,
         "training": {"data": os.path.abspath(args.data), "examples": len(train), "arcs": n_arcs, "epochs": args.epochs,
                      "batch_size": args.batch_size, "lr": args.lr, "head_lr": args.head_lr, "neg_weight": round(neg_weight, 3),
                      "init": args.init, "oversample": weights, "encoder_loss": args.encoder_loss},
@@ -329,13 +332,13 @@ def main(argv: Optional[List[str]] = None) -> int:
                 log(f"dev at step {step}: {evaluate_arcs(encoder, head, tokenizer, dev, args.max_length, device)}")
             if step % args.save_every == 0 and step < total:
                 meta["training"]["steps"] = step
-                save(encoder, head, args.out, meta)
+                save(encoder, head, args.out, meta, tokenizer)
                 log(f"saved {args.out} at step {step}")
                 if args.keep_steps:
                     kept = f"{args.out}-step{step}"
-                    save(encoder, head, kept, meta)
+                    save(encoder, head, kept, meta, tokenizer)
                     rerank = rerank_accuracy(kept, triples, nlp, device)
-                    save(encoder, head, kept, dict(meta, rerank_dev=rerank))
+                    save(encoder, head, kept, dict(meta, rerank_dev=rerank), tokenizer)
                     log(f"reranking dev at step {step}: {rerank}")
             if step >= total:
                 done = True
@@ -345,11 +348,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     meta["training"]["steps"] = step
     meta["training"]["seconds"] = round(time.time() - t0)
     meta["dev"] = scores
-    path = save(encoder, head, args.out, meta)
+    path = save(encoder, head, args.out, meta, tokenizer)
     meta["rerank_dev"] = rerank_accuracy(args.out, triples, nlp, device)
-    path = save(encoder, head, args.out, meta)
+    path = save(encoder, head, args.out, meta, tokenizer)
     log(f"final dev: {scores}; reranking dev: {meta['rerank_dev']}")
-    print(json.dumps({"checkpoint": path, "dev": scores, "steps": step, "bytes": os.path.getsize(path)}))
+    print(json.dumps({"checkpoint": path, "dev": scores, "steps": step, "bytes": checkpoint_size(path)}))
     return 0
 
 

@@ -101,7 +101,9 @@ class NLIScorer:
     """Loads an NLI model once and scores (premise, hypothesis) pairs in batches.
 
     ``model`` is a hub id, a local transformers directory or a project
-    checkpoint directory (``checkpoints/nli_semantic_accuracy``).
+    checkpoint directory (``checkpoints/nli_semantic_accuracy``: PEFT adapters
+    whose ``d2t_config.json`` names the labels and the max length; see
+    :mod:`d2t_metrics.checkpoints`).
     """
 
     def __init__(self, model: str = "roberta-large-mnli", device: Optional[str] = None, dtype=None, max_length: Optional[int] = None, metric: str = "nli_semantic_accuracy"):

