@@ -421,7 +421,7 @@ def test_shipped_checkpoint_layout(name):
     assert not {"is_local", "local_files_only", "name_or_path"} & set(json.load(open(os.path.join(path, "tokenizer_config.json"))))
     card = open(os.path.join(path, "README.md"), encoding="utf-8").read()
     front = card.split("---\n")[1]
-    for line in ("license: apache-2.0", f"base_model: {HUB_BASE}", "library_name: peft"):
+    for line in ("license: cc-by-nc-sa-4.0", f"base_model: {HUB_BASE}", "library_name: peft"):
         assert line in front.splitlines(), line
     assert "datasets:" in front and "tags:" in front and "## How to load" in card
     assert not re.search(r"(?<!adapter_)model\.safetensors", card)  # the legacy file name is gone from the card
