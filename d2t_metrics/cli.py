@@ -97,6 +97,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
+from .tables import short_repr
+
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(PACKAGE_DIR)
 
@@ -217,17 +219,17 @@ def check_row(row: Dict[str, Any], where: str) -> Dict[str, Any]:
 
     pred = row.get("prediction")
     if not isinstance(pred, str):
-        raise UsageError(f"{where}: 'prediction' must be a string, got {_short(pred)}")
+        raise UsageError(f"{where}: 'prediction' must be a string, got {short_repr(pred)}")
     refs = row.get("references")
     if refs is not None:
         if isinstance(refs, str):
             refs = [refs]
         if not isinstance(refs, list) or not refs or not all(isinstance(r, str) for r in refs):
-            raise UsageError(f"{where}: 'references' must be a non-empty list of strings, got {_short(row.get('references'))}")
+            raise UsageError(f"{where}: 'references' must be a non-empty list of strings, got {short_repr(row.get('references'))}")
         row["references"] = refs
     source = row.get("source")
     if source is not None and not isinstance(source, str):
-        raise UsageError(f"{where}: 'source' must be a string, got {_short(source)}")
+        raise UsageError(f"{where}: 'source' must be a string, got {short_repr(source)}")
     # Strings that UTF-8 cannot encode break tokenizers, Arrow and the output
     # file later on; json.loads makes them from escapes such as "\ud800".
     for key in ("id", "prediction", "references", "source", "table"):
@@ -237,6 +239,8 @@ def check_row(row: Dict[str, Any], where: str) -> Dict[str, Any]:
     table = row.get("table")
     if table is not None:
         try:
+            # Checked only: the metric gets the table as written (any evaluate
+            # module may read it, not only ours, which parse it again).
             parse_table(table)
         except ValueError as e:
             raise UsageError(f"{where}: table: {e}") from None
@@ -259,11 +263,6 @@ def lone_surrogate(value: Any) -> Optional[str]:
         elif isinstance(item, list):
             stack.extend(item)
     return None
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 # ---------------------------------------------------------------------------

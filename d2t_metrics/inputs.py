@@ -184,7 +184,7 @@ def check_references(references: Any, n: int, name: str = "references", offset: 
             raise ValueError(f"example {offset + i}: reference is None")
         if isinstance(refs, str):
             refs = [refs]
-        if not isinstance(refs, (list, tuple)) and not (isinstance(refs, Iterable) and not isinstance(refs, (bytes, dict))):
+        if isinstance(refs, (bytes, dict)) or not isinstance(refs, Iterable):
             raise ValueError(f"example {offset + i}: references must be a str or a list of str, got {type(refs).__name__}: {short_repr(refs)}")
         refs = list(refs)
         if not refs:

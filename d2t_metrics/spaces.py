@@ -398,22 +398,16 @@ def is_checkpoint_dir(path: Any) -> bool:
 def project_checkpoint(name: str, app_file: Optional[str] = None) -> Optional[str]:
     """The project's local checkpoint for metric ``name``, or ``None``.
 
-    A locator in ``d2t_metrics`` wins when the installed package has one
-    (``d2t_metrics.locate(name)`` or ``d2t_metrics.checkpoint_path(name)``);
-    else ``checkpoints/<name>`` of the checkout the app sits in (two folders
-    up from ``metrics/<name>/app.py`` or ``spaces/playground/app.py``).
+    ``d2t_metrics.checkpoint_path(name)`` first (the checkpoints an installed
+    wheel carries, or the checkout's); else ``checkpoints/<name>`` of the
+    checkout the app sits in (two folders up from ``metrics/<name>/app.py`` or
+    ``spaces/playground/app.py``).
     """
     import d2t_metrics
 
-    for attr in ("locate", "checkpoint_path"):
-        locator = getattr(d2t_metrics, attr, None)
-        if callable(locator):
-            try:
-                path = locator(name)
-            except Exception:  # noqa: BLE001 - a locator that cannot find it: try the checkout
-                path = None
-            if is_checkpoint_dir(path):
-                return os.path.abspath(str(path))
+    path = d2t_metrics.checkpoint_path(name)
+    if is_checkpoint_dir(path):
+        return os.path.abspath(str(path))
     if app_file:
         here = os.path.dirname(os.path.abspath(app_file))
         for root in (os.path.dirname(os.path.dirname(here)), here):

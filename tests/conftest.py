@@ -59,5 +59,22 @@ def transformers_log():
     logger.removeHandler(handler)
 
 
+def write_dae_training_data(folder, nlp):
+    """A tiny DAE training set in ``folder`` (train and dev): one arc-level swap
+    (dog for cat, not entailed) and one identity, four times each."""
+    import json
+
+    from metrics.dae.arcs import doc_arcs
+    from metrics.dae.make_data import _example
+
+    rows = []
+    for src, hyp, bad in [("The cat sat on the mat.", "The dog sat on the mat.", True), ("The cat sat on the mat.", "The cat sat on the mat.", False)]:
+        d = nlp(hyp)
+        arcs = doc_arcs(d)
+        rows.append(_example(src, d, arcs, [0 if (bad and a.child == "dog") else 1 for a in arcs], "t", "t"))
+    for split in ("train", "dev"):
+        (folder / f"{split}.jsonl").write_text("\n".join(json.dumps(r) for r in rows * 4) + "\n")
+
+
 def metric_path(name: str) -> str:
     return os.path.join(ROOT, "metrics", name)

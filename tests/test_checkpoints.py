@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import ROOT
+from conftest import ROOT, write_dae_training_data
 from d2t_metrics import checkpoints
 from d2t_metrics.models import load_model
 
@@ -379,19 +379,12 @@ def test_nli_trainer_saves_and_warm_starts_the_peft_layout(tiny_encoder, tmp_pat
 
 def test_dae_trainer_saves_and_warm_starts_the_peft_layout(tiny_encoder, tmp_path):
     from metrics.dae import train
-    from metrics.dae.arcs import doc_arcs, load_spacy
-    from metrics.dae.make_data import _example
+    from metrics.dae.arcs import load_spacy
 
     nlp = load_spacy()
     data = tmp_path / "data"
     data.mkdir()
-    rows = []
-    for src, hyp, bad in [("The cat sat on the mat.", "The dog sat on the mat.", True), ("The cat sat on the mat.", "The cat sat on the mat.", False)]:
-        d = nlp(hyp)
-        arcs = doc_arcs(d)
-        rows.append(_example(src, d, arcs, [0 if (bad and a.child == "dog") else 1 for a in arcs], "t", "t"))
-    for split in ("train", "dev"):
-        (data / f"{split}.jsonl").write_text("\n".join(json.dumps(r) for r in rows * 4) + "\n")
+    write_dae_training_data(data, nlp)
     args = ["--data", str(data), "--base", tiny_encoder, "--batch-size", "4", "--lora-r", "2", "--threads", str(torch.get_num_threads())]
     first, second = str(tmp_path / "ck"), str(tmp_path / "ck2")
     assert train.main(args + ["--out", first]) == 0

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import ROOT, metric_path
+from conftest import ROOT, metric_path, write_dae_training_data
 from metrics.dae.arcs import IGNORED_RELATIONS, PAPER_TO_SPACY_IGNORED, RELATIONS, doc_arcs, load_spacy, rule_score, select_window
 from metrics.dae.arcs import ARC_FEATURES, SourceIndex, arc_keys
 from metrics.dae.model import ARC_MODEL_KIND, make_arc_head
@@ -512,18 +512,11 @@ def test_rerank_triples_pair_faithful_with_unfaithful():
 
 def test_train_smoke(tiny_encoder, tmp_path, nlp):
     from metrics.dae import train
-    from metrics.dae.make_data import _example
     from metrics.dae.scorer import DAEScorer
 
     data = tmp_path / "data"
     data.mkdir()
-    rows = []
-    for src, hyp, bad in [("The cat sat on the mat.", "The dog sat on the mat.", True), ("The cat sat on the mat.", "The cat sat on the mat.", False)]:
-        d = nlp(hyp)
-        arcs = doc_arcs(d)
-        rows.append(_example(src, d, arcs, [0 if (bad and a.child == "dog") else 1 for a in arcs], "t", "t"))
-    for split in ("train", "dev"):
-        (data / f"{split}.jsonl").write_text("\n".join(json.dumps(r) for r in rows * 4) + "\n")
+    write_dae_training_data(data, nlp)
     out = tmp_path / "ck"
     assert train.main(["--data", str(data), "--out", str(out), "--base", tiny_encoder, "--batch-size", "4", "--lora-r", "2",
                        "--encoder-loss", "0.5"]) == 0

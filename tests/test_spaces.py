@@ -201,8 +201,7 @@ def test_resolve_model_order(tmp_path, monkeypatch):
 
     # A folder copied alone (a Space) whose installed d2t_metrics carries no checkpoints: the
     # paper's Hub model, else the published checkpoint.
-    monkeypatch.setattr(d2t_metrics, "checkpoint_path", lambda name: None, raising=False)
-    monkeypatch.setattr(d2t_metrics, "locate", lambda name: None, raising=False)
+    monkeypatch.setattr(d2t_metrics, "checkpoint_path", lambda name: None)
     alone = tmp_path / "space" / "app.py"
     alone.parent.mkdir()
     alone.write_text("")
@@ -223,17 +222,13 @@ def test_resolve_model_order(tmp_path, monkeypatch):
 
     # The checkout's checkpoints/<name>, found from the app's own path, when no locator finds one.
     assert resolve_model("dae", checkout_app) == (os.path.join(ROOT, "checkpoints", "dae"), "the project's checkpoint")
-    # d2t_metrics' locator (checkpoint_path, or locate) wins: it finds the checkpoints an installed wheel carries.
+    # d2t_metrics.checkpoint_path wins: it finds the checkpoints an installed wheel carries.
     installed = tmp_path / "site-packages" / "dae"
     installed.mkdir(parents=True)
     (installed / "model.safetensors").write_bytes(b"x")
-    monkeypatch.setattr(d2t_metrics, "checkpoint_path", lambda name: str(installed) if name == "dae" else None, raising=False)
+    monkeypatch.setattr(d2t_metrics, "checkpoint_path", lambda name: str(installed) if name == "dae" else None)
     assert resolve_model("dae", str(alone)) == (str(installed), "the project's checkpoint")
     assert resolve_model("dae", checkout_app) == (str(installed), "the project's checkpoint")
-    monkeypatch.setattr(d2t_metrics, "locate", lambda name: str(published), raising=False)
-    assert resolve_model("dae", checkout_app) == (str(published), "the project's checkpoint")
-    monkeypatch.setattr(d2t_metrics, "locate", lambda name: 1 / 0, raising=False)  # a failing locator is passed over
-    assert resolve_model("dae", str(alone)) == (str(installed), "the project's checkpoint")
 
 
 # ---------------------------------------------------------------------------
@@ -294,8 +289,7 @@ def test_dae_app_copied_alone_has_no_model_and_offers_rule(tmp_path, monkeypatch
     import d2t_metrics
 
     gr = pytest.importorskip("gradio")
-    monkeypatch.setattr(d2t_metrics, "checkpoint_path", lambda name: None, raising=False)
-    monkeypatch.setattr(d2t_metrics, "locate", lambda name: None, raising=False)
+    monkeypatch.setattr(d2t_metrics, "checkpoint_path", lambda name: None)
     monkeypatch.delenv("DAE_MODEL", raising=False)
     monkeypatch.delenv("D2T_MODEL_DAE", raising=False)
     copy = tmp_path / "dae"

@@ -139,12 +139,9 @@ def default_model_path():
 def source_texts(inputs):
     """The source text of each stored input: a text as it is, a table verbalized
     into one sentence per fact (templates, with the generic back-off)."""
-    from d2t_metrics.verbalize import DEFAULT_TEMPLATE_SETS, Verbalizer
+    from d2t_metrics.verbalize import default_verbalizer
 
-    try:
-        verbalizer = Verbalizer.from_names(*DEFAULT_TEMPLATE_SETS)
-    except (OSError, ValueError, KeyError):
-        verbalizer = Verbalizer()
+    verbalizer = default_verbalizer()  # built once per process, not per call
     return [x if isinstance(x, str) else verbalizer.verbalize_text(x) for x in inputs]
 
 
