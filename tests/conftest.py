@@ -43,6 +43,14 @@ def tiny_seq2seq(tmp_path_factory):
     return make_tiny_seq2seq(str(tmp_path_factory.mktemp("tiny_seq2seq")))
 
 
+@pytest.fixture(scope="session")
+def tiny_causal_lm(tmp_path_factory):
+    """A 2-layer random Llama decoder: a stand-in base for d2t_metrics.generator."""
+    from d2t_metrics.testing import make_tiny_causal_lm
+
+    return make_tiny_causal_lm(str(tmp_path_factory.mktemp("tiny_causal_lm")))
+
+
 @pytest.fixture()
 def transformers_log():
     """Messages transformers logs while the test runs (its loggers do not

