@@ -392,7 +392,8 @@ def test_playground_batch_scores_a_jsonl_file(playground, tmp_path):
         assert all(isinstance(row[m]["score"], float) for m in playground.discover_metrics())
     summary = {(m, k): v for m, k, v in out["summary"]}
     assert {("parent", "f1"), ("nli_semantic_accuracy", "ok_rate"), ("dae", "score")} <= set(summary)
-    assert all(0.0 <= v <= 1.0 and not math.isnan(v) for v in summary.values())
+    counts = {"verifiable", "supported", "contradicted", "unverifiable", "generated", "ground_truth_facts", "found", "scored_examples"}
+    assert all(not math.isnan(v) and (v >= 0 if k in counts else 0.0 <= v <= 1.0) for (m, k), v in summary.items())
     with open(out["plot"], "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     status, table, plot, files = playground.score_file_ui(str(examples))
@@ -417,6 +418,20 @@ def test_playground_batch_reports_bad_files(playground, tmp_path):
 
 # ---------------------------------------------------------------------------
 # Publishing (dry run only: there is no network)
+
+
+def checkpoint_files(name):
+    """Every file of ``checkpoints/<name>/``, subfolders included (fact_accuracy
+    keeps one checkpoint per extractor), by its path inside the folder."""
+    root = os.path.join(ROOT, "checkpoints", name)
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for f in filenames:
+            if not f.startswith("."):
+                path = os.path.join(dirpath, f)
+                found[os.path.relpath(path, root).replace(os.sep, "/")] = os.path.getsize(path)
+    return found
 
 
 def test_publish_dry_run_lists_every_repository_and_fills_the_commit(tmp_path, capsys):
@@ -459,8 +474,7 @@ def test_publish_dry_run_lists_every_repository_and_fills_the_commit(tmp_path, c
 
     for name in CHECKPOINTS:
         model = uploads[f"test-org/d2t-metrics-{name}"]
-        assert {f["path"]: f["size"] for f in model["files"]} == {
-            p: os.path.getsize(os.path.join(ROOT, "checkpoints", name, p)) for p in os.listdir(os.path.join(ROOT, "checkpoints", name))}
+        assert {f["path"]: f["size"] for f in model["files"]} == checkpoint_files(name)
     # Checkpoints are uploaded before the Spaces that download them.
     order = [u["repo_type"] for u in plan["uploads"]]
     assert order == sorted(order)  # "model" < "space"
@@ -478,9 +492,9 @@ def test_publish_dry_run_text_output(capsys):
         assert re.search(r"^    app\.py +[\d,]+$", out, re.M)
     assert re.search(r"^space \(gradio\) test-org/d2t-metrics-playground <- spaces/playground", out, re.M)
     for name in CHECKPOINTS:
-        n_files = len([f for f in os.listdir(os.path.join(ROOT, "checkpoints", name)) if not f.startswith(".")])
+        n_files = len(checkpoint_files(name))
         assert re.search(rf"^model test-org/d2t-metrics-{name} <- checkpoints/{name}: {n_files} files", out, re.M)
-        assert re.search(r"^    adapter_model\.safetensors +[\d,]+$", out, re.M)
+        assert re.search(r"^    (\w+/)?adapter_model\.safetensors +[\d,]+$", out, re.M)
     assert "requirement: d2t-metrics[parent,spaces] @ git+https://github.com/" in out
     assert out.rstrip().endswith(f"dry run: nothing uploaded ({len(METRICS) + 1 + len(CHECKPOINTS)} repositories)")
 

@@ -1,0 +1,257 @@
+"""The fact extractors of fact_accuracy, one interface (:class:`facts.Extractor`),
+chosen by the metric's config name:
+
+=============  ============================================================
+config         extractor
+=============  ============================================================
+``default``,   :class:`EndToEndExtractor`: the project's small generator
+``end_to_end`` (SmolLM2-135M + LoRA) trained to write a text's facts as
+               ``subject | relation | object`` triples (``text_to_triples``),
+               the paper's end-to-end model (Sec. 4.2); checkpoint
+               ``checkpoints/fact_accuracy/triples``
+``relations``  ``relations.RelationExtractor``: a relation classifier over
+               entity pairs, the paper's NER + relation classifier (Sec. 4.1);
+               checkpoint ``checkpoints/fact_accuracy/relations``
+``openie``     :class:`openie.OpenIEExtractor`: the model-free OpenIE
+               baseline (Sec. 5.2) over a spaCy parse
+=============  ============================================================
+
+Ground-truth facts from a table need no extractor (:func:`table_facts`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Dict, List, Optional, Sequence
+
+from .facts import Extractor
+from .facts import Fact
+from .matching import normalize_text
+from .openie import OpenIEExtractor
+from .openie import table_facts_of
+from .text_to_triples import parse_triples
+from .text_to_triples import prompt
+
+METRIC_NAME = "fact_accuracy"
+EXTRACTORS = ("end_to_end", "relations", "openie")
+# config name -> extractor
+CONFIGS: Dict[str, str] = {"default": "end_to_end", "end_to_end": "end_to_end", "relations": "relations", "openie": "openie"}
+MODEL_FREE = ("openie",)
+# extractor -> its checkpoint's folder inside checkpoints/fact_accuracy/
+CHECKPOINT_SUBFOLDERS = {"end_to_end": "triples", "relations": "relations"}
+TRAIN_COMMANDS = {
+    "end_to_end": "python -m metrics.fact_accuracy.train triples --out checkpoints/fact_accuracy/triples",
+    "relations": "python -m metrics.fact_accuracy.train relations --out checkpoints/fact_accuracy/relations",
+}
+
+# The end-to-end model reads at most this many words at once (its training
+# texts, WebNLG lexicalizations, are shorter); longer texts are read in
+# windows of whole sentences.
+WINDOW_WORDS = 120
+MAX_NEW_TOKENS = 192
+# generated outputs an end-to-end extractor keeps (a prompt is a few hundred bytes)
+CACHE_SIZE = 100_000
+
+
+def extractor_name(config_name: Optional[str]) -> str:
+    """The extractor a config selects; ``ValueError`` for an unknown config."""
+    name = config_name or "default"
+    if name not in CONFIGS:
+        raise ValueError(f"unknown config {name!r}; choose one of {list(CONFIGS)}")
+    return CONFIGS[name]
+
+
+def table_facts(table) -> List[Fact]:
+    """A table's facts (F_gt in data-to-text): triples as given; attribute-value
+    records (E2E, WikiBio) as ``(name value, attribute, value)``
+    (``Table.to_triples``)."""
+    return table_facts_of(table)
+
+
+# ---------------------------------------------------------------------------
+# Checkpoints
+
+
+def _has_weights(path: Optional[str]) -> bool:
+    if not path or not os.path.isdir(path):
+        return False
+    from d2t_metrics.checkpoints import weight_files
+
+    # a project checkpoint (adapters), or a complete transformers model
+    return bool(weight_files(path)) or os.path.isfile(os.path.join(path, "model.safetensors"))
+
+
+def default_model_path(extractor: str) -> Optional[str]:
+    """The project's checkpoint of an extractor: ``<checkpoint_path("fact_accuracy")>/triples``
+    (or ``/relations``), else ``./checkpoints/fact_accuracy/<sub>``; ``None`` if neither has weights."""
+    sub = CHECKPOINT_SUBFOLDERS.get(extractor)
+    if sub is None:
+        return None
+    try:
+        from d2t_metrics.locations import checkpoint_path
+    except ImportError:  # an older d2t_metrics without the locator
+        checkpoint_path = None
+    root = checkpoint_path(METRIC_NAME) if checkpoint_path else None
+    for path in (os.path.join(root, sub) if root else None, os.path.join("checkpoints", METRIC_NAME, sub)):
+        if _has_weights(path):
+            return os.path.abspath(path)
+    return None
+
+
+def resolve_model_path(model: Optional[str], extractor: str) -> Optional[str]:
+    """The checkpoint folder an extractor loads: ``model`` itself, or its
+    ``triples``/``relations`` subfolder when ``model`` is the project's
+    ``checkpoints/fact_accuracy`` folder holding both (what the command line
+    passes); the default checkpoint without ``model``."""
+    if model is None:
+        return default_model_path(extractor)
+    path = os.path.expanduser(str(model))
+    sub = CHECKPOINT_SUBFOLDERS.get(extractor)
+    if sub and os.path.isdir(path) and not _has_weights(path) and _has_weights(os.path.join(path, sub)):
+        return os.path.join(path, sub)
+    return path
+
+
+def missing_model(extractor: str, given: Optional[str], config: str):
+    from d2t_metrics.models import missing_model_error
+
+    sub = CHECKPOINT_SUBFOLDERS.get(extractor, extractor)
+    where = given or os.path.join("checkpoints", METRIC_NAME, sub)
+    return missing_model_error(
+        where,
+        FileNotFoundError(f"no {extractor} checkpoint (adapter_model.safetensors) at {where!r}; train one with "
+                          f"{TRAIN_COMMANDS.get(extractor, '')}, or use the model-free config 'openie'"),
+        metric=METRIC_NAME, config=config,
+    )
+
+
+def load_extractor(name: str, model: Optional[str] = None, device: Optional[str] = None, batch_size: int = 32,
+                   spacy_model: Any = None, config: Optional[str] = None) -> Extractor:
+    """Build extractor ``name`` (one of :data:`EXTRACTORS`); a learned one loads
+    its checkpoint (:func:`resolve_model_path`) and raises
+    ``ModelNotAvailableError`` when there is none."""
+    if name not in EXTRACTORS:
+        raise ValueError(f"unknown extractor {name!r}; choose one of {list(EXTRACTORS)}")
+    if name == "openie":
+        return OpenIEExtractor(spacy_model=spacy_model, batch_size=batch_size)
+    path = resolve_model_path(model, name)
+    if not path or not os.path.isdir(path):
+        raise missing_model(name, model, config or name)
+    if name == "end_to_end":
+        return EndToEndExtractor(path, device=device, batch_size=batch_size)
+    # spaCy is shared when the caller has one loaded (the relation extractor splits sentences with it)
+    extra = {"spacy_model": spacy_model} if spacy_model is not None else {}
+    return relation_extractor_class()(path, device=device, batch_size=batch_size, **extra)
+
+
+def relation_extractor_class():
+    """``relations.RelationExtractor``, imported when the ``relations`` config is used."""
+    from .relations import RelationExtractor
+
+    return RelationExtractor
+
+
+# ---------------------------------------------------------------------------
+# The end-to-end extractor
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+_SPACES = re.compile(r"\s+")
+
+
+def split_sentences(text: str) -> List[str]:
+    return [s for s in (p.strip() for p in _SENTENCE_END.split(text)) if s]
+
+
+def windows(text: str, max_words: int = WINDOW_WORDS) -> List[str]:
+    """``text`` as consecutive runs of whole sentences of at most ``max_words``
+    words (a longer sentence is cut between words); one window for a short text."""
+    words = _SPACES.split(text.strip())
+    if not text.strip():
+        return []
+    if len(words) <= max_words:
+        return [" ".join(words)]
+    out: List[str] = []
+    current: List[str] = []
+    for sentence in split_sentences(text):
+        sw = sentence.split()
+        while len(sw) > max_words:
+            if current:
+                out.append(" ".join(current))
+                current = []
+            out.append(" ".join(sw[:max_words]))
+            sw = sw[max_words:]
+        if current and len(current) + len(sw) > max_words:
+            out.append(" ".join(current))
+            current = []
+        current.extend(sw)
+    if current:
+        out.append(" ".join(current))
+    return out
+
+
+def locate_evidence(fact: Fact, sentences: Sequence[str]) -> str:
+    """The first sentence that names the fact's object (else its subject), for display; ``""`` if none does."""
+    for value in (fact.object, fact.subject):
+        words = normalize_text(value)
+        if not words:
+            continue
+        for s in sentences:
+            if f" {words} " in f" {normalize_text(s)} ":
+                return s
+    return ""
+
+
+class EndToEndExtractor(Extractor):
+    """Facts written out by the shared small generator (``d2t_metrics.generator``)
+    fine-tuned with ``text_to_triples``' prompt: greedy decoding, one window of
+    at most :data:`WINDOW_WORDS` words per prompt; the facts of a text's windows
+    are pooled. Tables are not used (the model reads only the text)."""
+
+    name = "end_to_end"
+
+    def __init__(self, path: str, device: Optional[str] = None, batch_size: int = 32, max_new_tokens: int = MAX_NEW_TOKENS,
+                 window_words: int = WINDOW_WORDS):
+        from d2t_metrics.generator import load_generator
+
+        self.path = path
+        self.tokenizer, self.model, self.recipe = load_generator(path, device=device)
+        if self.recipe.get("task", "causal-lm") != "causal-lm":
+            raise ValueError(f"{path} is a {self.recipe.get('task')!r} checkpoint, not a text-to-triples generator")
+        self.batch_size = batch_size
+        self.max_new_tokens = max_new_tokens
+        self.window_words = window_words
+        # Generation is the cost: a text read once is not read again by this
+        # object (references repeat across the systems scored on one input).
+        self._cache: Dict[str, str] = {}
+
+    def generate(self, prompts: List[str], show_progress: bool = True) -> List[str]:
+        from d2t_metrics.generator import generate
+
+        todo = list(dict.fromkeys(p for p in prompts if p not in self._cache))
+        if todo:
+            outputs = generate(self.model, self.tokenizer, todo, max_new_tokens=self.max_new_tokens,
+                               batch_size=max(1, int(self.batch_size)), show_progress=show_progress, desc="extracting facts")
+            if len(self._cache) + len(todo) > CACHE_SIZE:
+                self._cache.clear()
+            self._cache.update(zip(todo, outputs))
+        return [self._cache[p] for p in prompts]
+
+    def extract(self, texts: Sequence[str], tables: Optional[Sequence] = None, show_progress: bool = True) -> List[List[Fact]]:
+        owners, prompts = [], []
+        for i, text in enumerate(texts):
+            for window in windows(text or "", self.window_words):
+                owners.append(i)
+                prompts.append(prompt(window))
+        outputs = self.generate(prompts, show_progress) if prompts else []
+        facts: List[List[Fact]] = [[] for _ in texts]
+        seen: List[set] = [set() for _ in texts]
+        sentences = [split_sentences(t or "") for t in texts]
+        for i, generated in zip(owners, outputs):
+            for s, r, o in parse_triples(generated):
+                if (s, r, o) in seen[i]:
+                    continue
+                seen[i].add((s, r, o))
+                fact = Fact(s, r, o)
+                facts[i].append(fact._replace(evidence=locate_evidence(fact, sentences[i])))
+        return facts

@@ -1,0 +1,317 @@
+"""Fact accuracy (Goodrich et al., KDD 2019): facts extracted from a generated
+text, checked against the facts of its input table or of a reference text."""
+
+import os
+
+import datasets
+import evaluate
+
+from d2t_metrics.inputs import REFERENCES
+from d2t_metrics.inputs import TABLE
+from d2t_metrics.inputs import TEXT
+from d2t_metrics.inputs import CheckedInputs
+from d2t_metrics.inputs import check_batch_size
+from d2t_metrics.inputs import check_references
+from d2t_metrics.inputs import check_tables
+from d2t_metrics.inputs import check_texts
+from d2t_metrics.inputs import decode_table
+
+# evaluate's loader copies only the sibling files this script imports itself
+# (not those its siblings import), so every one is imported here (and with no
+# comment on the import line: the loader would read it as a download URL).
+from .extractors import CONFIGS
+from .extractors import MODEL_FREE
+from .extractors import extractor_name
+from .extractors import load_extractor
+from .extractors import resolve_model_path
+from .extractors import table_facts
+from .facts import Extractor
+from .matching import Matcher
+from .matching import corpus_scores
+from .matching import score_facts
+from .openie import OpenIEExtractor
+from .relations import RelationExtractor
+from .text_to_triples import PROMPT
+
+_CITATION = """\
+@inproceedings{goodrich-etal-2019-assessing,
+    title = "Assessing The Factual Accuracy of Generated Text",
+    author = "Goodrich, Ben and Rao, Vinay and Liu, Peter J. and Saleh, Mohammad",
+    booktitle = "Proceedings of the 25th ACM SIGKDD International Conference on Knowledge Discovery and Data Mining",
+    year = "2019",
+    pages = "166--175",
+    doi = "10.1145/3292500.3330955",
+    url = "https://arxiv.org/abs/1905.13322",
+}
+"""
+
+_DESCRIPTION = """\
+Facts are (subject, relation, object) tuples. The facts of the generated
+text (F_gen) are extracted by a model; the ground-truth facts (F_gt) are the
+input table's own (data-to-text) or those extracted the same way from a
+reference text. Only generated facts whose subject and relation also occur in
+F_gt can be verified or refuted; the accuracy is the share of those whose
+object matches too (the paper's eq. 1, a precision). Recall (the share of
+F_gt found among the generated facts: omissions) and the unverifiable facts
+are reported as well, and every fact of every example is listed with its
+verdict.
+
+Configs choose the extractor: "default" = "end_to_end" (the project's small
+generator trained to write a text's facts as triples; checkpoint
+checkpoints/fact_accuracy/triples), "relations" (a relation classifier over
+entity pairs; checkpoints/fact_accuracy/relations) and "openie" (a
+model-free OpenIE baseline over a spaCy parse, its verb-phrase relations
+mapped onto the table's predicates). Values are compared after
+normalization of case, punctuation, underscores and quotes, with dates and
+numbers (with units) read as such, optionally with fuzzy matching.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions (list of str): generated texts.
+    tables (list, optional): the input data of each prediction in any form
+        d2t_metrics.tables.parse_table reads ("s | p | o" strings, E2E MRs,
+        attribute-value lists or dicts); attribute-value records become
+        (name value, attribute, value) facts. A declared input: add(),
+        add_batch(), num_process shards and evaluate.combine carry it.
+    references (list, optional): one reference text, or a list of them, per
+        prediction; with several, F_gt is the union of their facts.
+        At least one of tables and references is needed.
+    ground_truth (str or None): "table" or "references": which one gives
+        F_gt. Default: the example's table when it has one, else its
+        references.
+    fuzzy_threshold (float or None): also let two texts match when their
+        normalized forms have a difflib ratio of at least this (0 < t <= 1);
+        default None (exact after normalization).
+    per_example (bool): also return "examples", one dict per prediction.
+    batch_size (int): texts per batch of the extractor (default 32).
+    show_progress (bool): show a progress bar (default True).
+Returns:
+    accuracy (float or None): supported / verifiable generated facts, pooled
+        over the corpus (None when no generated fact is verifiable).
+    mean_accuracy (float or None): mean of the examples' scores, over the
+        examples that have one.
+    recall (float or None): ground-truth facts found among the generated
+        facts / ground-truth facts, pooled over the corpus.
+    verifiable, supported, contradicted, unverifiable, generated,
+    ground_truth_facts, found, scored_examples (int): the counts.
+    examples (list of dict, with per_example=True): "score" (accuracy of
+        the example, None when nothing it says is verifiable), "recall",
+        "supported", "contradicted" (each with the "expected" objects),
+        "unverifiable", "missing" (ground-truth facts not found),
+        "generated" and "ground_truth" (facts as {"subject", "relation",
+        "object"[, "evidence"]} dicts), their counts ("verifiable",
+        "num_supported", "num_contradicted", "num_unverifiable",
+        "num_generated", "num_ground_truth", "num_found") and
+        "ground_truth_source" ("table" or "references").
+Examples:
+    >>> import d2t_metrics
+    >>> fa = d2t_metrics.load("fact_accuracy", "openie")  # evaluate.load("./metrics/fact_accuracy", "openie") in a checkout
+    >>> table = ["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | occupation | Test_pilot"]
+    >>> results = fa.compute(
+    ...     predictions=["Alan Bean was born in Wheeler, Texas.", "Alan Bean was born in Boston."],
+    ...     tables=[table, table], per_example=True, show_progress=False)
+    >>> results["accuracy"], results["recall"], results["unverifiable"]
+    (0.5, 0.25, 0)
+    >>> [(f["object"], f["expected"]) for f in results["examples"][1]["contradicted"]]
+    [('Boston', ['Wheeler,_Texas'])]
+    >>> [f["relation"] for f in results["examples"][1]["missing"]]
+    ['birthPlace', 'occupation']
+"""
+
+# The pieces a user may want from this module (and the imports that make
+# evaluate copy their files).
+__all__ = ["FactAccuracy", "Extractor", "OpenIEExtractor", "RelationExtractor", "PROMPT"]
+
+GROUND_TRUTHS = ("table", "references")
+# The stored tables column of an example given without a table.
+NO_TABLE = ""
+
+
+def checkpoint_fingerprint(path):
+    """The first 8 hex digits of the SHA-256 of a checkpoint's weight files, or ``None``."""
+    import hashlib
+
+    from d2t_metrics.checkpoints import weight_files
+
+    files = weight_files(path) if path and os.path.isdir(path) else []
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for f in files:
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:8]
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class FactAccuracy(CheckedInputs, evaluate.Metric):
+    # Both columns are declared and stored for every example; an example given
+    # without one stores an empty reference list / an empty table string.
+    INPUTS = {"predictions": TEXT, "references": REFERENCES, "tables": TABLE}
+    # The OpenIE baseline loads no model (the command line passes it no checkpoint).
+    MODEL_FREE_CONFIGS = MODEL_FREE
+
+    def __init__(self, *args, model=None, device=None, spacy_model=None, extractor=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.config_name not in CONFIGS:
+            raise ValueError(f"unknown config {self.config_name!r}; choose one of {list(CONFIGS)}")
+        if extractor is not None and not callable(getattr(extractor, "extract", None)):
+            raise ValueError(f"extractor must have an extract(texts, tables=None, show_progress=True) method, got {type(extractor).__name__}")
+        self.extractor_name = getattr(extractor, "name", "custom") if extractor is not None else extractor_name(self.config_name)
+        self.given_model = os.path.expanduser(model) if isinstance(model, str) else model
+        self.model_name = None
+        if extractor is None and self.extractor_name not in MODEL_FREE:
+            self.model_name = resolve_model_path(self.given_model, self.extractor_name) or self.given_model
+        self.device_name = device
+        self.spacy_model = spacy_model
+        self.extractor = extractor
+
+    @property
+    def uses_model(self):
+        return self.model_name is not None or (self.extractor is None and self.extractor_name not in MODEL_FREE)
+
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features({
+                "predictions": datasets.Value("string"),
+                "references": datasets.Sequence(datasets.Value("string")),
+                # Tables are stored as one canonical JSON string each (d2t_metrics.inputs); "" for none.
+                "tables": datasets.Value("string", id="table"),
+            }),
+            reference_urls=["https://arxiv.org/abs/1905.13322", "https://doi.org/10.1145/3292500.3330955"],
+        )
+
+    def _download_and_prepare(self, dl_manager):
+        self._load_extractor()
+
+    def _load_extractor(self) -> Extractor:
+        # The model (or spaCy) loads once per metric object.
+        if self.extractor is None:
+            self.extractor = load_extractor(self.extractor_name, model=self.given_model, device=self.device_name,
+                                            spacy_model=self.spacy_model, config=self.config_name)
+        return self.extractor
+
+    def signature(self, **options):
+        """The settings a score depends on: config, extractor, checkpoint (with a
+        fingerprint of its weights) and the matching options given."""
+        if self.model_name:
+            model = os.path.basename(os.path.normpath(str(self.model_name)))
+            fingerprint = checkpoint_fingerprint(self.model_name)
+            if fingerprint:
+                model += "@" + fingerprint
+        else:
+            model = "none"
+        parts = [f"fact_accuracy|config:{self.config_name}|extractor:{self.extractor_name}|model:{model}"]
+        if options.get("fuzzy_threshold") is not None:
+            parts.append(f"fuzzy:{options['fuzzy_threshold']}")
+        if options.get("ground_truth"):
+            parts.append(f"gt:{options['ground_truth']}")
+        return "|".join(parts + ["version:1.0"])
+
+    # -- input checks, before evaluate stores anything ---------------------
+    def _check_option_values(self, options):
+        ground_truth = options.get("ground_truth")
+        if ground_truth is not None and ground_truth not in GROUND_TRUTHS:
+            raise ValueError(f"ground_truth must be None, 'table' or 'references', got {ground_truth!r}")
+        Matcher(options.get("fuzzy_threshold"))  # raises ValueError for a bad threshold
+        check_batch_size(options.get("batch_size", 32))
+
+    def compute(self, *, predictions=None, references=None, **kwargs):
+        """Compute the metric on the given examples and on those added before
+        (every input checked first: ``ValueError`` naming the argument and the example)."""
+        ground_truth = kwargs.get("ground_truth")
+        if predictions is not None and ground_truth in GROUND_TRUTHS:
+            given = kwargs.get("tables") if ground_truth == "table" else references
+            if given is None:
+                name = "tables" if ground_truth == "table" else "references"
+                raise ValueError(f"ground_truth={ground_truth!r} but no {name}= given")
+        return super().compute(predictions=predictions, references=references, **kwargs)
+
+    def _checked_columns(self, given, offset):
+        predictions = check_texts(given.get("predictions"), "predictions", offset=offset)
+        n = len(predictions)
+        if "tables" not in given and "references" not in given:
+            raise ValueError("tables and references are None; fact_accuracy needs tables= (the input data) or "
+                             "references= (reference texts), one per prediction")
+        columns = {"predictions": predictions}
+        columns["references"] = check_references(given["references"], n, offset=offset) if "references" in given else [[] for _ in range(n)]
+        columns["tables"] = check_tables(given["tables"], n, offset=offset) if "tables" in given else [NO_TABLE] * n
+        return columns
+
+    # -- scoring -----------------------------------------------------------
+    def _compute(self, predictions, references, tables, per_example=False, batch_size=32, show_progress=True,
+                 ground_truth=None, fuzzy_threshold=None):
+        matcher = Matcher(fuzzy_threshold)
+        parsed = _decode_tables(tables)
+        refs = [list(r) if r else [] for r in references]
+        sources = [_ground_truth_source(i, t, r, ground_truth) for i, (t, r) in enumerate(zip(parsed, refs))]
+        extractor = self._load_extractor()
+        if isinstance(extractor, OpenIEExtractor) or hasattr(extractor, "matcher"):
+            extractor.matcher = matcher  # how OpenIE maps phrases onto a table's predicates
+        if hasattr(extractor, "batch_size"):
+            extractor.batch_size = int(batch_size)
+        candidates = parsed if any(t is not None for t in parsed) else None
+
+        generated = extractor.extract(list(predictions), tables=candidates, show_progress=show_progress)
+        truth = self._ground_truth_facts(parsed, refs, sources, extractor, show_progress)
+
+        examples = []
+        for facts, gt, source in zip(generated, truth, sources):
+            example = score_facts(facts, gt, matcher)
+            example["ground_truth_source"] = source
+            examples.append(example)
+        result = corpus_scores(examples)
+        if per_example:
+            result["examples"] = examples
+        return result
+
+    @staticmethod
+    def _ground_truth_facts(parsed, refs, sources, extractor, show_progress):
+        """F_gt of each example: its table's facts, or the union of the facts
+        the extractor finds in its references (read with the example's table,
+        if any, as the generated text is)."""
+        texts, owners, ref_tables = [], [], []
+        for i, (table, rs, source) in enumerate(zip(parsed, refs, sources)):
+            if source == "references":
+                for r in rs:
+                    texts.append(r)
+                    owners.append(i)
+                    ref_tables.append(table)
+        truth = [table_facts(t) if s == "table" else [] for t, s in zip(parsed, sources)]
+        if texts:
+            found = extractor.extract(texts, tables=ref_tables if any(t is not None for t in ref_tables) else None,
+                                      show_progress=show_progress)
+            for i, facts in zip(owners, found):
+                truth[i].extend(facts)
+        return truth
+
+
+def _decode_tables(tables):
+    """The stored tables column → a ``Table`` or ``None`` per example (a table
+    repeated across examples is decoded once)."""
+    memo = {}
+    out = []
+    for i, value in enumerate(tables):
+        if not value:
+            out.append(None)
+            continue
+        if value not in memo:
+            memo[value] = decode_table(value, i)
+        out.append(memo[value])
+    return out
+
+
+def _ground_truth_source(index, table, refs, ground_truth):
+    """Which of an example's inputs gives F_gt; ``ValueError`` when it lacks the one asked for."""
+    if ground_truth == "table" or (ground_truth is None and table is not None):
+        if table is None:
+            raise ValueError(f"example {index}: ground_truth='table' but the example has no table")
+        return "table"
+    if not refs:
+        raise ValueError(f"example {index}: no table and no references to take the ground-truth facts from")
+    return "references"
