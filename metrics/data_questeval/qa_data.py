@@ -1,0 +1,197 @@
+"""Textual QA/QG training data from SQuAD v1.1 (step 1 of Data-QuestEval).
+
+``../shared/data/squad/dev-v1.1.json`` (the first half, by article, of the
+official SQuAD v1.1 dev set) is the training half and
+``../shared/data/squad/test-v1.1.json`` (the second half) the held-out half:
+no article is in both.
+
+* QA examples (:func:`qa_examples`): each question with its paragraph and its
+  first gold answer. Unanswerable examples are made as QuestEval's
+  ``squad2neg`` data are, by pairing a question with a context that does not
+  answer it: :func:`add_unanswerable` adds ``ratio`` × (number of answerable
+  examples) of them (default :data:`UNANSWERABLE_RATIO` = 0.5, i.e. one third
+  of the final data), each a question paired with a paragraph of ANOTHER
+  article (so it is almost never answered there) that does not contain the
+  question's answer (normalized) either.
+* QG pairs (:func:`qg_pairs`): (answer, context, question) where the context
+  is the sentence holding the answer plus neighbouring sentences while they
+  fit :data:`QG_CONTEXT_WORDS` words (80: with the prompt, the answer and the
+  question a training sequence stays within ~160 generator tokens; a longer
+  answer sentence is cut to the words around the answer). At inference
+  QuestEval passes whole texts, which for data-to-text outputs are short.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+from dataclasses import dataclass, field, replace
+from typing import List, Optional, Sequence, Tuple
+
+from .qa import normalize_answer
+
+TRAIN_FILE = os.path.join("data", "squad", "dev-v1.1.json")
+HELDOUT_FILE = os.path.join("data", "squad", "test-v1.1.json")
+UNANSWERABLE_RATIO = 0.5
+QG_CONTEXT_WORDS = 80
+
+
+@dataclass
+class SquadQuestion:
+    qid: str
+    title: str  # the article
+    context: str
+    question: str
+    answers: List[Tuple[str, int]]  # (text, character start) of each gold answer
+
+
+@dataclass
+class QAExample:
+    """A QA training/dev example; ``answer == ""`` (and ``answer_start == -1``) for an unanswerable one."""
+
+    question: str
+    context: str
+    answer: str
+    answer_start: int
+    group: str  # article / table entry: unanswerable pairs take a context of another group
+    source: str = "squad"
+    gold: List[str] = field(default_factory=list)  # every gold answer, for dev scores
+
+    @property
+    def answerable(self) -> bool:
+        return bool(self.answer)
+
+
+def squad_file(shared: str, heldout: bool = False) -> str:
+    return os.path.join(shared, HELDOUT_FILE if heldout else TRAIN_FILE)
+
+
+def load_squad(path: str) -> List[SquadQuestion]:
+    """Every question of a SQuAD v1.1 JSON file, in file order."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    out = []
+    for article in data["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                answers = [(a["text"], int(a["answer_start"])) for a in qa.get("answers", [])]
+                if answers:
+                    out.append(SquadQuestion(qa["id"], article["title"], paragraph["context"], qa["question"], answers))
+    return out
+
+
+def qa_examples(questions: Sequence[SquadQuestion]) -> List[QAExample]:
+    """Answerable QA examples: each question with its first gold answer."""
+    return [QAExample(q.question, q.context, q.answers[0][0], q.answers[0][1], q.title, "squad", [a for a, _ in q.answers])
+            for q in questions]
+
+
+def add_unanswerable(examples: Sequence[QAExample], ratio: float = UNANSWERABLE_RATIO, seed: int = 13,
+                     contexts: Optional[Sequence[Tuple[str, str]]] = None) -> List[QAExample]:
+    """``examples`` plus ``round(ratio * answerable)`` unanswerable ones (module
+    docstring), shuffled with ``seed``. ``contexts`` are the (group, context)
+    pairs to draw from (default: those of ``examples``)."""
+    rng = random.Random(seed)
+    answerable = [e for e in examples if e.answerable]
+    pool = list(dict.fromkeys(contexts if contexts is not None else [(e.group, e.context) for e in examples]))
+    groups = {g for g, _ in pool}
+    wanted = int(round(ratio * len(answerable)))
+    negatives: List[QAExample] = []
+    if len(groups) >= 2 and answerable:
+        chosen = rng.sample(answerable, wanted) if wanted <= len(answerable) else [rng.choice(answerable) for _ in range(wanted)]
+        for e in chosen:
+            gold = [normalize_answer(a) for a in (e.gold or [e.answer])]
+            for _ in range(20):  # a few draws find a context of another group without the answer
+                group, context = rng.choice(pool)
+                norm = normalize_answer(context)
+                if group != e.group and not any(g and g in norm for g in gold):
+                    negatives.append(replace(e, context=context, answer="", answer_start=-1, group=group,
+                                             source=e.source + ":unanswerable", gold=[]))
+                    break
+    out = list(examples) + negatives
+    rng.shuffle(out)
+    return out
+
+
+# ---------------------------------------------------------------- QG contexts
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+
+
+def sentence_spans(text: str) -> List[Tuple[int, int]]:
+    """Character spans of the sentences of ``text`` (a break after ``.``, ``!``
+    or ``?`` and whitespace, before a capital or a digit)."""
+    spans, start = [], 0
+    for m in _SENTENCE_END.finditer(text):
+        spans.append((start, m.start()))
+        start = m.end()
+    spans.append((start, len(text)))
+    return [(s, e) for s, e in spans if text[s:e].strip()]
+
+
+def _words_in(text: str) -> int:
+    return len(text.split())
+
+
+def answer_context(context: str, answer_start: int, answer_end: int, max_words: int = QG_CONTEXT_WORDS) -> str:
+    """The sentence(s) holding the answer, grown by whole neighbouring sentences
+    (before, after, alternately) while within ``max_words``; an answer
+    sentence longer than that is cut to ``max_words`` words around the answer."""
+    spans = sentence_spans(context)
+    if not spans:
+        return context.strip()
+    inside = [k for k, (s, e) in enumerate(spans) if e > answer_start and s < answer_end] or [0]
+    lo, hi = inside[0], inside[-1]
+    text = context[spans[lo][0]: spans[hi][1]]
+    if _words_in(text) > max_words:
+        return _cut_around(context, spans[lo][0], spans[hi][1], answer_start, answer_end, max_words)
+    grew = True
+    while grew:
+        grew = False
+        for k in (lo - 1, hi + 1):
+            if 0 <= k < len(spans):
+                s, e = min(spans[lo][0], spans[k][0]), max(spans[hi][1], spans[k][1])
+                if _words_in(context[s:e]) <= max_words:
+                    lo, hi = min(lo, k), max(hi, k)
+                    grew = True
+    return context[spans[lo][0]: spans[hi][1]].strip()
+
+
+def _cut_around(context: str, start: int, end: int, answer_start: int, answer_end: int, max_words: int) -> str:
+    words = [(m.start() + start, m.end() + start) for m in re.finditer(r"\S+", context[start:end])]
+    first = next((k for k, (s, e) in enumerate(words) if e > answer_start), 0)
+    last = max(first, next((k for k in range(len(words) - 1, -1, -1) if words[k][0] < answer_end), first))
+    if last - first + 1 >= max_words:  # the answer alone fills the budget: it keeps its start
+        lo, hi = first, min(len(words) - 1, first + max_words - 1)
+    else:  # centre the answer in the budget, shifted where the sentence ends
+        lo = max(0, first - (max_words - (last - first + 1)) // 2)
+        hi = min(len(words) - 1, lo + max_words - 1)
+        lo = max(0, hi - max_words + 1)
+    return context[words[lo][0]: words[hi][1]]
+
+
+@dataclass
+class QGPair:
+    answer: str
+    context: str
+    question: str
+    group: str
+
+
+def qg_pairs(questions: Sequence[SquadQuestion], max_context_words: int = QG_CONTEXT_WORDS) -> List[QGPair]:
+    """(answer, short context, question) for each question, with its first gold answer."""
+    out = []
+    for q in questions:
+        text, start = q.answers[0]
+        out.append(QGPair(text, answer_context(q.context, start, start + len(text), max_context_words), q.question, q.title))
+    return out
+
+
+def sample(items: Sequence, n: int, seed: int) -> List:
+    """``n`` items chosen with ``seed`` (all of them, shuffled, when ``n`` is 0 or too large)."""
+    items = list(items)
+    rng = random.Random(seed)
+    rng.shuffle(items)
+    return items[:n] if n else items
