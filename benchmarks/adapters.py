@@ -137,6 +137,9 @@ class ModuleScorer(Scorer):
         config: Optional[str] = None,
         compute_kwargs: Optional[Dict] = None,
         needs_model: bool = False,
+        score_key: str = "score",
+        none_score: Optional[float] = None,
+        score_fn: Optional[Callable[[Dict], float]] = None,
     ):
         path = os.path.join(METRICS_DIR, module)
         if not os.path.isfile(os.path.join(path, f"{module}.py")):
@@ -157,6 +160,11 @@ class ModuleScorer(Scorer):
         self.name = name
         self.module = module
         self.config = config
+        # the per-example number correlated with human ratings, and what a None
+        # there (a metric that could not score the example) counts as
+        self.score_key = score_key
+        self.none_score = none_score
+        self.score_fn = score_fn
         self.compute_kwargs = dict(compute_kwargs or {})
         if model:
             self.model = os.path.relpath(model, ROOT) if os.path.isabs(model) and model.startswith(ROOT) else model
@@ -180,6 +188,16 @@ class ModuleScorer(Scorer):
         settings = {k: p.default for k, p in params.items() if k not in NOT_SETTINGS and isinstance(p.default, (str, int, float, bool, type(None))) and p.default is not inspect.Parameter.empty}
         settings.update(self.compute_kwargs)
         self.signature = self._metric_signature() or _signature_from(module, config, self.model, settings)
+
+    def _score_of(self, i: int, example: Dict) -> float:
+        if self.score_fn is not None:
+            return float(self.score_fn(example))
+        value = example[self.score_key]
+        if value is None:
+            if self.none_score is None:
+                raise RuntimeError(f"{self.name}: example {i} has no {self.score_key!r} (None)")
+            return float(self.none_score)
+        return float(value)
 
     def _metric_signature(self) -> Optional[str]:
         sig = getattr(self.metric, "signature", None)
@@ -222,7 +240,7 @@ class ModuleScorer(Scorer):
         examples = result["examples"]
         if len(examples) != len(dataset.items):
             raise RuntimeError(f"{self.name}: {len(examples)} examples returned for {len(dataset.items)} inputs")
-        scores = np.array([float(ex["score"]) for ex in examples])
+        scores = np.array([self._score_of(i, ex) for i, ex in enumerate(examples)])
         labels = ok = None
         if all("label" in ex for ex in examples):
             labels = [normalize_label(ex["label"]) for ex in examples]
@@ -319,4 +337,63 @@ METRICS: Dict[str, MetricSpec] = {
     ),
 }
 
-DEFAULT_METRICS = ("parent", "nli_semantic_accuracy", "nli_semantic_accuracy_backoff", "dae", "dae_rule", "bleu", "bertscore")
+def unpadded_uncached_loop(n_items: int = 60) -> Callable[[Scorer, BenchDataset], Dict]:
+    """QuestEval's way of running the same models, side by side with ours on the
+    first ``n_items`` examples: every QA/QG input padded to 512 tokens and no
+    question cache (each call generates a table's questions again), on a fresh
+    metric object so that our run's cache does not help it."""
+
+    def run(scorer: Scorer, dataset: BenchDataset) -> Dict:
+        import time
+
+        head = BenchDataset(dataset.name, dataset.description, dataset.items[:n_items], dataset.reference_system)
+        t0 = time.perf_counter()
+        scorer.score(head)
+        ours = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        scorer.score(head, pad_to_max_length=True, use_cache=False)
+        return {"name": "pad-to-512, no question cache", "n": len(head), "baseline_seconds": time.perf_counter() - t0,
+                "ours_seconds": ours}
+
+    return run
+
+
+def accuracy_recall_f1(example: Dict) -> float:
+    """fact_accuracy's per-example accuracy and recall joined as an F1, as PARENT
+    joins its precision and recall: accuracy alone says nothing about
+    omissions, and is None for a text none of whose facts can be checked
+    (counted 0 here: it supports no fact)."""
+    accuracy, recall = example["score"] or 0.0, example["recall"] or 0.0
+    return 0.0 if accuracy + recall == 0 else 2 * accuracy * recall / (accuracy + recall)
+
+
+def _fact_accuracy(name: str, config: str, ground_truth: str) -> MetricSpec:
+    extractor = {"default": "end-to-end generator", "relations": "relation classifier", "openie": "OpenIE baseline"}[config]
+    return MetricSpec(
+        name, f"fact accuracy (Goodrich et al. 2019), {extractor}, text vs {ground_truth}; score = F1 of accuracy and recall",
+        lambda o: ModuleScorer(name, "fact_accuracy", o, config=config, needs_model=config != "openie",
+                               compute_kwargs={"ground_truth": ground_truth}, score_fn=accuracy_recall_f1),
+        ("webnlg",),
+    )
+
+
+METRICS.update({
+    "fact_accuracy": _fact_accuracy("fact_accuracy", "default", "table"),
+    "fact_accuracy_relations": _fact_accuracy("fact_accuracy_relations", "relations", "table"),
+    "fact_accuracy_openie": _fact_accuracy("fact_accuracy_openie", "openie", "table"),
+    "fact_accuracy_ref": _fact_accuracy("fact_accuracy_ref", "default", "references"),
+    "fact_accuracy_relations_ref": _fact_accuracy("fact_accuracy_relations_ref", "relations", "references"),
+    "fact_accuracy_openie_ref": _fact_accuracy("fact_accuracy_openie_ref", "openie", "references"),
+    "data_questeval": MetricSpec(
+        "data_questeval", "Data-QuestEval (Rebuffel et al. 2021), the project's offline QG/QA models, source only",
+        lambda o: ModuleScorer("data_questeval", "data_questeval", o, needs_model=True),
+        ("webnlg",),
+        speed_baseline=unpadded_uncached_loop(),
+    ),
+})
+
+DEFAULT_METRICS = (
+    "parent", "nli_semantic_accuracy", "nli_semantic_accuracy_backoff", "dae", "dae_rule", "bleu", "bertscore",
+    "fact_accuracy", "fact_accuracy_relations", "fact_accuracy_openie",
+    "fact_accuracy_ref", "fact_accuracy_relations_ref", "fact_accuracy_openie_ref",
+)

@@ -253,3 +253,13 @@ def test_missing_metric_is_skipped_with_a_message(shared, tmp_path, monkeypatch,
     # Rendering alone reproduces the same file.
     assert run.main(["--render-only", "--out", out, "--no-plots"]) == 0
     assert "`bleu` | 25 |" in open(os.path.join(out, "RESULTS.md"), encoding="utf-8").read()
+
+
+def test_fact_accuracy_is_correlated_as_an_f1_of_accuracy_and_recall():
+    from benchmarks.adapters import METRICS, accuracy_recall_f1
+
+    assert accuracy_recall_f1({"score": 1.0, "recall": 0.5}) == pytest.approx(2 / 3)
+    assert accuracy_recall_f1({"score": None, "recall": 0.5}) == 0.0  # nothing checkable supports nothing
+    assert accuracy_recall_f1({"score": 0.0, "recall": 0.0}) == 0.0
+    for name in ("fact_accuracy", "fact_accuracy_openie", "fact_accuracy_relations", "fact_accuracy_ref"):
+        assert METRICS[name].datasets == ("webnlg",)
