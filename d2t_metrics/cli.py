@@ -25,8 +25,8 @@ Metrics
     so it works offline; ``--model NAME=PATH_OR_HUB_ID`` overrides it.
 
     A metric needs an input column (``references``, ``tables``, ``sources``)
-    when it declares it as an evaluate feature or its ``_compute`` takes it
-    without a default; a column named in the metric's ``ALTERNATIVE_INPUTS``
+    when it declares it as an evaluate feature (unless its class lists it in
+    ``OPTIONAL_INPUTS``) or its ``_compute`` takes it without a default; a column named in the metric's ``ALTERNATIVE_INPUTS``
     can stand in for it (DAE's ``sources`` for ``tables``, preferred when the
     input has both). Optional columns the metric takes are passed when every
     line has them.
@@ -457,8 +457,12 @@ def plan_inputs(metric, corpus: Corpus) -> Dict[str, list]:
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     alternatives = alternative_inputs(metric)
 
+    optional = tuple(getattr(metric, "OPTIONAL_INPUTS", ()))
+
     def needs(arg):
         p = params.get(arg)
+        if arg in optional:  # declared, but passed only when the input has it (data_questeval's references)
+            return False
         return arg in declared or (p is not None and p.default is inspect.Parameter.empty)
 
     def accepts(arg):

@@ -156,11 +156,14 @@ def _load_generator_cached(path: str, device: str, dtype_name: str):
 
 
 def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 32, batch_size: int = 32,
-             max_prompt_tokens: int = 384, show_progress: bool = True, desc: str = "generating") -> List[str]:
+             max_prompt_tokens: int = 384, show_progress: bool = True, desc: str = "generating",
+             pad_to_max_length: bool = False) -> List[str]:
     """Greedy continuations of ``prompts`` (stopping at the end-of-sequence token
     or a newline), in input order. Prompts are batched by length; a prompt
     longer than ``max_prompt_tokens`` keeps its last tokens (where the task's
-    instruction ends)."""
+    instruction ends). ``pad_to_max_length`` pads every batch to
+    ``max_prompt_tokens`` (no answer changes; it only costs time: the slow
+    path benchmarks compare with)."""
     import torch
 
     from .models import run_batched
@@ -174,7 +177,8 @@ def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 32,
     device = next(model.parameters()).device
 
     def run(batch: List[str]) -> List[str]:
-        enc = tokenizer(batch, return_tensors="pt", padding=True, truncation=True, max_length=max_prompt_tokens).to(device)
+        padding = "max_length" if pad_to_max_length else True
+        enc = tokenizer(batch, return_tensors="pt", padding=padding, truncation=True, max_length=max_prompt_tokens).to(device)
         with torch.inference_mode():
             out = model.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
                                  eos_token_id=stop_ids, pad_token_id=tokenizer.pad_token_id)

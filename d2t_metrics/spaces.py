@@ -390,9 +390,20 @@ def space_config(app_file: str) -> Dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _holds_weights(path: str) -> bool:
+    return any(os.path.isfile(os.path.join(path, f)) for f in ("adapter_config.json", "model.safetensors"))
+
+
 def is_checkpoint_dir(path: Any) -> bool:
-    """A project checkpoint folder: PEFT's layout, or the older single-file one."""
-    return bool(path) and any(os.path.isfile(os.path.join(str(path), f)) for f in ("adapter_config.json", "model.safetensors"))
+    """A project checkpoint folder: PEFT's layout, the older single-file one, or
+    a folder of such checkpoints, one per model of a metric (fact_accuracy's
+    ``triples/`` and ``relations/``, data_questeval's four)."""
+    if not path or not os.path.isdir(str(path)):
+        return False
+    path = str(path)
+    if _holds_weights(path):
+        return True
+    return any(_holds_weights(os.path.join(path, sub)) for sub in os.listdir(path) if os.path.isdir(os.path.join(path, sub)))
 
 
 def project_checkpoint(name: str, app_file: Optional[str] = None) -> Optional[str]:

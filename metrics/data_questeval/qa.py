@@ -250,6 +250,10 @@ class T5QA:
     def pad_to_max_length(self) -> bool:
         return self._runner.pad_to_max_length
 
+    @pad_to_max_length.setter
+    def pad_to_max_length(self, value: bool) -> None:
+        self._runner.pad_to_max_length = bool(value)
+
     @staticmethod
     def format_input(question: str, context: str) -> str:
         """QuestEval's QA input: ``f"{question} </s> {context}"``."""

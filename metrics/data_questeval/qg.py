@@ -210,12 +210,13 @@ class GeneratorQG:
     backend = "generator"
 
     def __init__(self, path: str, device: Optional[str] = None, dtype=None, context_kind: Optional[str] = None,
-                 max_new_tokens: int = 32, max_prompt_tokens: int = 384, batch_size: int = 32):
+                 max_new_tokens: int = 32, max_prompt_tokens: int = 384, batch_size: int = 32, pad_to_max_length: bool = False):
         from d2t_metrics.generator import load_generator
 
         self.name_or_path = str(path)
         tokenizer, model, recipe = load_generator(self.name_or_path, device=device, dtype=dtype)
         self._setup(tokenizer, model, recipe, context_kind, max_new_tokens, max_prompt_tokens, batch_size)
+        self.pad_to_max_length = bool(pad_to_max_length)
 
     @classmethod
     def from_model(cls, tokenizer, model, recipe: Optional[Dict[str, Any]] = None, **options) -> "GeneratorQG":
@@ -227,7 +228,9 @@ class GeneratorQG:
             tokenizer.pad_token = tokenizer.eos_token
         defaults = dict(context_kind=None, max_new_tokens=32, max_prompt_tokens=384, batch_size=32)
         defaults.update(options)
+        pad = bool(defaults.pop("pad_to_max_length", False))
         self._setup(tokenizer, model, recipe or {}, **defaults)
+        self.pad_to_max_length = pad
         return self
 
     def _setup(self, tokenizer, model, recipe, context_kind, max_new_tokens, max_prompt_tokens, batch_size):
@@ -251,7 +254,8 @@ class GeneratorQG:
         prompts = self.prompts(answers, contexts, context_kind)
         out = generate(self.model, self.tokenizer, prompts, max_new_tokens=self.max_new_tokens,
                        batch_size=int(batch_size or self.batch_size), max_prompt_tokens=self.max_prompt_tokens,
-                       show_progress=show_progress, desc="generating questions")
+                       show_progress=show_progress, desc="generating questions",
+                       pad_to_max_length=getattr(self, "pad_to_max_length", False))
         return [clean_question(q) for q in out]
 
 

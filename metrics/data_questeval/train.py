@@ -497,6 +497,92 @@ def _init_base(init: Optional[str]) -> Optional[str]:
         return json.load(fh).get("base_model_name_or_path")
 
 
+# ---------------------------------------------------------------- checkpoint cards
+
+_ROLE_TEXT = {
+    ("question-answering", "text"): ("Text QA", "extractive span QA with a no-answer option, answering questions on texts",
+                                     "question-answering", "cc-by-sa-4.0", ["squad"]),
+    ("question-answering", "table"): ("Table QA", "extractive span QA with a no-answer option, answering questions on "
+                                      "linearized tables", "question-answering", "cc-by-nc-sa-4.0", ["squad", "web_nlg"]),
+    ("causal-lm", "text"): ("Text QG", "question generation on texts: the question whose answer is a given span",
+                            "text-generation", "cc-by-sa-4.0", ["squad"]),
+    ("causal-lm", "table"): ("Table QG", "question generation on linearized tables: the question whose answer is a "
+                             "given table value", "text-generation", "cc-by-nc-sa-4.0", ["squad", "web_nlg"]),
+}
+
+
+def card_text(recipe: Dict[str, Any], adapter_base: Optional[str] = None) -> str:
+    """The README.md of a checkpoint, from its ``d2t_config.json`` (and the base its adapters name)."""
+    task, kind = recipe.get("task"), recipe.get("context_kind", "text")
+    title, what, pipeline, licence, data = _ROLE_TEXT.get((task, kind), ("Model", task, "other", "apache-2.0", []))
+    base = adapter_base or recipe.get("base") or "?"
+    training = dict(recipe.get("training") or {})
+    command = training.pop("command", "?")
+    front = ["---", "# The weights follow their training data (SQuAD: CC BY-SA 4.0; WebNLG 2017: CC BY-NC-SA 4.0); the code is Apache-2.0.",
+             f"license: {licence}", f"base_model: {base}", "library_name: peft", f"pipeline_tag: {pipeline}",
+             "language:", "- en", "tags:", "- peft", "- lora", f"- base_model:adapter:{base}", "- data-to-text", "- d2t-metrics"]
+    if data:
+        front += ["datasets:"] + [f"- {d}" for d in data]
+    front.append("---")
+    dev = json.dumps(recipe.get("dev_scores", {}), indent=2, ensure_ascii=False)
+    sizes = json.dumps(training, indent=2, ensure_ascii=False, default=str)
+    body = f"""
+# {title} for `metrics/data_questeval`
+
+{title} of the project's offline Data-QuestEval (Rebuffel et al., 2021): {what}.
+Base `{base}` with LoRA adapters (PEFT layout{'' if task == 'causal-lm' else ' and a fully trained span head'});
+the recipe (prompts or window settings) is in `d2t_config.json`.
+
+## Training
+
+    {command}
+
+Its data sizes and settings (from `d2t_config.json`):
+
+```json
+{sizes}
+```
+
+## Dev scores
+
+Held-out data as described above (QA: F1 / exact match on answerable questions and how well
+its answer, or its answerability at 0.5, tells answerable from unanswerable ones; QG: token F1 and
+BLEU of the generated questions against the gold ones, and the round trip: the share a QA model
+answers with the intended answer):
+
+```json
+{dev}
+```
+
+## How to load
+
+    import evaluate
+    dqe = evaluate.load("metrics/data_questeval", model="checkpoints/data_questeval")  # all four models
+
+or one model: `metrics.data_questeval.qa.load_qa(path)` / `metrics.data_questeval.qg.load_qg(path)`.
+"""
+    return "\n".join(front) + "\n" + body
+
+
+def write_card(path: str) -> str:
+    """Write ``README.md`` of the checkpoint folder ``path`` from its recipe."""
+    with open(os.path.join(path, "d2t_config.json"), encoding="utf-8") as f:
+        recipe = json.load(f)
+    base = None
+    adapter = os.path.join(path, "adapter_config.json")
+    if os.path.isfile(adapter):
+        with open(adapter, encoding="utf-8") as f:
+            base = json.load(f).get("base_model_name_or_path")
+    out = os.path.join(path, "README.md")
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(card_text(recipe, base))
+    return out
+
+
+def cmd_card(args, argv) -> Dict[str, Any]:
+    return {"card": write_card(args.out)}
+
+
 # ---------------------------------------------------------------- the command line
 
 
@@ -574,11 +660,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context-words", type=int, default=80)
     p.add_argument("--max-dev", type=int, default=64)
     p.add_argument("--qa", default=None, help="QA for the round-trip dev score (default: checkpoints/data_questeval/table_qa if present)")
+    p = sub.add_parser("card", help="(re)write a checkpoint's README.md from its d2t_config.json")
+    p.add_argument("--out", required=True, help="the checkpoint folder")
+    p.add_argument("--threads", type=int, default=0)
     return ap
 
 
 COMMANDS = {"text-qa": cmd_text_qa, "text-qg": cmd_text_qg, "synthesize": cmd_synthesize, "table-qa": cmd_table_qa,
-            "table-qg": cmd_table_qg}
+            "table-qg": cmd_table_qg, "card": cmd_card}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -590,6 +679,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         torch.set_num_threads(args.threads)
     start = time.time()
     log = COMMANDS[args.command](args, argv)
+    if args.command in ("text-qa", "text-qg", "table-qa", "table-qg") and log.get("finished"):
+        log["card"] = write_card(args.out)
     log["minutes"] = round((time.time() - start) / 60, 2)
     print(json.dumps(log, indent=2, default=str))
     return 0 if log.get("finished", True) else 3

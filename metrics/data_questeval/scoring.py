@@ -1,0 +1,174 @@
+"""Data-QuestEval's scoring: answer candidates, per-question scores, and how
+they are reduced to a score per example (QuestEval 0.2.4, ``task="data2text"``).
+
+For one hypothesis and one source (the table, or a reference text):
+
+* **precision side**: questions generated on the hypothesis (one per answer
+  candidate: spaCy entities and noun chunks) are answered on the source. A
+  question the source cannot answer, or answers differently, is a claim of
+  the text the source does not support.
+* **recall side**: questions generated on the source (table: one per value of
+  its linearization; reference: as for the hypothesis) are answered on the
+  hypothesis. A question the hypothesis cannot answer is an omitted fact.
+
+Each answered question gets three numbers (QuestEval's ``list_scores``):
+``answerability`` (1 − P(no answer)), ``f1`` (SQuAD token F1 of the
+predicted answer against the answer the question was generated from) and
+``bertscore`` (BERTScore F1 of the same two strings). Each is clipped to
+[0, 1]; a side's score is the mean over its questions of the mean of the three
+(QuestEval averages each kind over the questions, then the kinds: the same
+number). The example's score against one source is the mean of its two sides;
+against several sources (table and references) it is their max (QuestEval's
+``reduction_multi_refs``) or, on request, their mean.
+
+Reading choices (the card lists them): an empty hypothesis scores 0 against
+every source (QuestEval's rule); a side with no question (a hypothesis with no
+entity or noun chunk) is left out, so the score is the other side's; an answer
+the QA model does not give has F1 0 and BERTScore 0 (QuestEval's T5 QA writes
+the word "unanswerable", which it then compares by BERTScore; with the T5
+backends that word is compared here too, see ``unanswered_as``).
+
+This module imports no sibling module.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+LIST_SCORES = ("answerability", "bertscore", "f1")
+REDUCTIONS = ("max", "mean")
+# a question scoring below this marks its answer as missing from the text / unsupported by the table
+EXPLAIN_THRESHOLD = 0.5
+# What the BERTScore of each answer pair is computed with: the last layer of a small encoder.
+DEFAULT_BERTSCORE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def clip01(x: float) -> float:
+    return min(1.0, max(0.0, float(x)))
+
+
+def question_score(answerability: float, f1: float, bertscore: float) -> float:
+    """One question's score: the mean of its three clipped numbers."""
+    return (clip01(answerability) + clip01(f1) + clip01(bertscore)) / 3.0
+
+
+def side_score(questions: Sequence[Dict[str, Any]]) -> Optional[float]:
+    """The mean of the questions' scores, ``None`` without questions."""
+    if not questions:
+        return None
+    return sum(q["score"] for q in questions) / len(questions)
+
+
+def source_score(precision: Optional[float], recall: Optional[float]) -> float:
+    """The score against one source: the mean of the sides that have questions (0 when neither has)."""
+    sides = [s for s in (precision, recall) if s is not None]
+    return sum(sides) / len(sides) if sides else 0.0
+
+
+def reduce_sources(scores: Sequence[float], reduction: str = "max") -> float:
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    if not scores:
+        raise ValueError("no source to score against")
+    return max(scores) if reduction == "max" else sum(scores) / len(scores)
+
+
+def mean_or_none(values: Iterable[Optional[float]]) -> Optional[float]:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+class LRUCache:
+    """A bounded dict that forgets the least recently used entry first."""
+
+    def __init__(self, max_size: int):
+        self.max_size = int(max_size)
+        self._data: "collections.OrderedDict[Any, Any]" = collections.OrderedDict()
+
+    def get(self, key, default=None):
+        if key in self._data:
+            self._data.move_to_end(key)
+            return self._data[key]
+        return default
+
+    def __contains__(self, key) -> bool:
+        return key in self._data
+
+    def __setitem__(self, key, value) -> None:
+        self._data[key] = value
+        self._data.move_to_end(key)
+        while len(self._data) > self.max_size:
+            self._data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def clear(self) -> None:
+        self._data.clear()
+
+
+class AnswerBERTScore:
+    """BERTScore F1 (Zhang et al., 2020) of two short answers: greedy cosine
+    matching of contextual token embeddings from one encoder layer (default
+    the last), no idf, no baseline rescaling, special tokens left out. An
+    empty string scores 0 against anything. Loads its encoder once; embeds
+    each distinct string once per :meth:`score` call."""
+
+    def __init__(self, model: Optional[str] = None, device: Optional[str] = None, layer: Optional[int] = None,
+                 batch_size: int = 64, max_length: int = 64):
+        from d2t_metrics.checkpoints import resolve_base
+        from d2t_metrics.models import load_model
+
+        self.model_name = str(model or DEFAULT_BERTSCORE_MODEL)
+        path = resolve_base(self.model_name) if model is None or not _is_dir(self.model_name) else self.model_name
+        self.tokenizer, self.model = load_model(path, task="encoder", device=device, metric="data_questeval")
+        n_layers = self.model.config.num_hidden_layers
+        self.layer = n_layers if layer is None else int(layer)
+        if not 0 <= self.layer <= n_layers:
+            raise ValueError(f"bertscore layer must be in 0..{n_layers}, got {layer}")
+        self.batch_size, self.max_length = int(batch_size), int(max_length)
+
+    def _embed(self, texts: List[str], show_progress: bool) -> Dict[str, Any]:
+        import torch
+
+        from d2t_metrics.models import run_batched
+
+        device = next(self.model.parameters()).device
+
+        def encode(batch: List[str]):
+            enc = self.tokenizer(batch, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt",
+                                 return_special_tokens_mask=True)
+            special = enc.pop("special_tokens_mask").bool()
+            enc = {k: v.to(device) for k, v in enc.items()}
+            with torch.inference_mode():
+                hidden = self.model(**enc, output_hidden_states=True).hidden_states[self.layer]
+            hidden = torch.nn.functional.normalize(hidden.float(), dim=-1).cpu()
+            keep = enc["attention_mask"].cpu().bool() & ~special
+            return [hidden[i][keep[i]] for i in range(len(batch))]
+
+        if not texts:
+            return {}
+        return dict(zip(texts, run_batched(texts, [len(t) for t in texts], encode, batch_size=self.batch_size,
+                                           desc="comparing answers", show_progress=show_progress)))
+
+    def score(self, pairs: Sequence[Tuple[str, str]], show_progress: bool = False) -> List[float]:
+        """BERTScore F1 of each (candidate, reference) pair, in [0, 1] after clipping."""
+        texts = sorted({t for pair in pairs for t in pair if t})
+        vectors = self._embed(texts, show_progress)
+        out = []
+        for cand, ref in pairs:
+            a, b = vectors.get(cand), vectors.get(ref)
+            if a is None or b is None or len(a) == 0 or len(b) == 0:
+                out.append(0.0)
+                continue
+            sim = a @ b.T
+            p, r = float(sim.max(dim=1).values.mean()), float(sim.max(dim=0).values.mean())
+            out.append(clip01(2 * p * r / (p + r)) if p + r > 0 else 0.0)
+        return out
+
+
+def _is_dir(path: str) -> bool:
+    import os
+
+    return os.path.isdir(os.path.expanduser(path))

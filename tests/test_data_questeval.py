@@ -1,0 +1,359 @@
+"""data_questeval, the evaluate module: the scoring rules, both directions on
+tiny random models (T5 backends for QuestEval's strings, the project's span
+QA and generator QG trained a few steps), the question cache, references,
+bad inputs, the command line, and the shipped checkpoints."""
+
+import doctest
+import json
+import os
+import shutil
+import sys
+
+import evaluate
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from metrics.data_questeval import scoring  # noqa: E402
+from tests.test_data_questeval_models import mini_shared, text_qa, text_qg  # noqa: E402,F401  (module fixtures)
+
+METRIC = os.path.join(ROOT, "metrics", "data_questeval")
+CHECKPOINTS = os.path.join(ROOT, "checkpoints", "data_questeval")
+ROLES = ("text_qg", "text_qa", "table_qg", "table_qa")
+# QuestEval's own example (its README): hypothesis and source, whose score with the public checkpoints is 0.49123
+QE_HYPOTHESIS = "1950 da was discovered by carl."
+QE_SOURCE = "(29075)_1950_da | discoverer | carl_a._wirtanen"
+BEAN = ["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | occupation | Test_pilot"]
+
+
+class RuleQG:
+    """A question generator that always writes "What is <answer>?"; records what it is asked."""
+
+    backend = "rule"
+    name_or_path = "rule-qg"
+
+    def __init__(self):
+        self.calls = []
+
+    def generate(self, answers, contexts, batch_size=None, show_progress=True):
+        self.calls.append(list(zip(answers, contexts)))
+        return [f"What is {a}?" for a in answers]
+
+
+class ExactQA:
+    """Answers "What is X?" with X when the context holds X, spaces aside (answerability 1), else no answer (0.2)."""
+
+    backend = "rule"
+    name_or_path = "exact-qa"
+
+    def __init__(self):
+        self.calls = []
+
+    def answer(self, questions, contexts, batch_size=None, show_progress=True):
+        from metrics.data_questeval.qa import QAResult
+
+        self.calls.append(list(zip(questions, contexts)))
+        out = []
+        for q, c in zip(questions, contexts):
+            x = q[len("What is "):-1]
+            squeeze = lambda t: t.replace(" ", "").lower()  # noqa: E731  ("Wheeler , Texas" is in "Wheeler, Texas")
+            out.append(QAResult(x, 1.0) if squeeze(x) in squeeze(c) else QAResult("", 0.2))
+        return out
+
+
+def rule_metric(**kwargs):
+    qg, qa = RuleQG(), ExactQA()
+    m = evaluate.load(METRIC, text_qg=qg, table_qg=qg, text_qa=qa, table_qa=qa, **kwargs)
+    return m, qg, qa
+
+
+@pytest.fixture(scope="module")
+def rules():
+    return rule_metric()
+
+
+# ---------------------------------------------------------------- the scoring rules
+
+
+def test_question_scores_are_clipped_and_averaged():
+    assert scoring.question_score(1.0, 1.0, 1.0) == 1.0
+    assert scoring.question_score(1.7, -0.2, 0.5) == pytest.approx((1.0 + 0.0 + 0.5) / 3)
+    assert scoring.side_score([]) is None
+    assert scoring.side_score([{"score": 0.2}, {"score": 0.6}]) == pytest.approx(0.4)
+    assert scoring.source_score(0.2, None) == 0.2 and scoring.source_score(None, None) == 0.0
+    assert scoring.source_score(0.2, 0.6) == pytest.approx(0.4)
+    assert scoring.reduce_sources([0.2, 0.6]) == 0.6 and scoring.reduce_sources([0.2, 0.6], "mean") == pytest.approx(0.4)
+    with pytest.raises(ValueError):
+        scoring.reduce_sources([0.1], "min")
+
+
+def test_lru_cache_forgets_the_least_recently_used():
+    cache = scoring.LRUCache(2)
+    cache["a"], cache["b"] = 1, 2
+    assert cache.get("a") == 1
+    cache["c"] = 3
+    assert "b" not in cache and "a" in cache and "c" in cache and len(cache) == 2
+
+
+def test_answer_bertscore_of_equal_different_and_empty_answers():
+    bs = scoring.AnswerBERTScore()  # the PyPI MiniLM
+    same, other, empty = bs.score([("Wheeler , Texas", "Wheeler , Texas"), ("Wheeler , Texas", "1932"), ("", "1932")])
+    assert same == pytest.approx(1.0, abs=1e-5) and 0.0 <= other < same and empty == 0.0
+
+
+# ---------------------------------------------------------------- both directions, with rule models
+
+
+def test_both_directions_with_exact_answers(rules):
+    m, _, _ = rules
+    r = m.compute(predictions=["Alan Bean was born in Wheeler, Texas.", "Alan Bean was born in Boston."],
+                  tables=[BEAN, BEAN], per_example=True, show_progress=False)
+    good, bad = r["examples"]
+    assert 0 <= bad["score"] < good["score"] <= 1
+    table = good["sources"][0]
+    assert good["source"] == "table" and table["source"] == "table"
+    # the table's values asked on the text: its birth place is found, its occupation is not
+    found = {q["answer"]: q for q in table["from_source"]}
+    assert set(found) == {"Alan Bean", "Wheeler , Texas", "Test pilot"}
+    assert found["Test pilot"]["predicted"] == "" and found["Test pilot"]["f1"] == 0.0
+    assert found["Alan Bean"]["score"] == pytest.approx(1.0, abs=1e-5)
+    assert good["missing"] == ["Test pilot"]
+    # the text's claims asked on the table: Boston is not in it
+    assert "Boston" in bad["unsupported"] and "Boston" not in good["unsupported"]
+    # sides and scores agree with the rules of scoring.py
+    assert table["recall"] == pytest.approx(sum(q["score"] for q in table["from_source"]) / 3)
+    assert good["score"] == pytest.approx((table["precision"] + table["recall"]) / 2)
+    assert r["score"] == pytest.approx((good["score"] + bad["score"]) / 2)
+    assert r["precision"] == pytest.approx((good["precision"] + bad["precision"]) / 2)
+    assert r["questions"] == sum(len(s["from_text"]) + len(s["from_source"]) for e in r["examples"] for s in e["sources"])
+
+
+def test_an_empty_text_scores_zero_and_asks_nothing(rules):
+    m, qg, qa = rules
+    qg.calls.clear()
+    qa.calls.clear()
+    r = m.compute(predictions=["", "   "], tables=[BEAN, BEAN], per_example=True, show_progress=False)
+    assert r["score"] == 0.0 and [e["score"] for e in r["examples"]] == [0.0, 0.0]
+    assert qg.calls == [] and qa.calls == []
+
+
+def test_table_questions_are_generated_once_per_table(rules):
+    m, qg, _ = rules
+    m.question_cache.clear()
+    qg.calls.clear()
+    texts = ["Alan Bean was born in Wheeler, Texas.", "Alan Bean was a test pilot.", "Alan Bean flew."]
+    first = m.compute(predictions=texts, tables=[BEAN] * 3, per_example=True, show_progress=False)
+    asked = [a for call in qg.calls for a, _ in call]
+    assert asked.count("Wheeler , Texas") == 1  # the table's value, asked once for the three texts
+    assert asked.count("Alan Bean") == 1 + 3  # the table once, each text once
+    qg.calls.clear()
+    again = m.compute(predictions=texts, tables=[BEAN] * 3, per_example=True, show_progress=False)
+    assert qg.calls == []  # every source's questions come from the cache
+    assert again["examples"] == first["examples"]
+    qg.calls.clear()
+    uncached = m.compute(predictions=texts, tables=[BEAN] * 3, per_example=True, show_progress=False, use_cache=False)
+    assert [a for call in qg.calls for a, _ in call].count("Alan Bean") == 3 + 3  # the table thrice, each text once
+    assert uncached["examples"] == first["examples"]
+
+
+def test_references_are_further_sources_reduced_by_max(rules):
+    m, _, _ = rules
+    text = "Alan Bean was a test pilot from Texas."
+    ref = "Alan Bean was a test pilot from Texas."
+    alone = m.compute(predictions=[text], tables=[BEAN], per_example=True, show_progress=False)["examples"][0]
+    both = m.compute(predictions=[text], tables=[BEAN], references=[[ref]], per_example=True, show_progress=False)["examples"][0]
+    assert [s["source"] for s in both["sources"]] == ["table", "reference 1"]
+    assert both["score"] == max(s["score"] for s in both["sources"]) and both["source"] == "reference 1"
+    assert both["sources"][0]["score"] == pytest.approx(alone["score"])
+    mean = m.compute(predictions=[text], tables=[BEAN], references=[[ref]], reduction="mean", per_example=True,
+                     show_progress=False)["examples"][0]
+    assert mean["score"] == pytest.approx(sum(s["score"] for s in both["sources"]) / 2)
+    off = m.compute(predictions=[text], tables=[BEAN], references=[[ref]], use_references=False, per_example=True,
+                    show_progress=False)["examples"][0]
+    assert len(off["sources"]) == 1 and off["score"] == pytest.approx(alone["score"])
+
+
+def test_add_batch_carries_the_tables(rules):
+    m, _, _ = rules
+    m.add_batch(predictions=["Alan Bean was born in Wheeler, Texas."], tables=[BEAN])
+    m.add(prediction="The Eagle is a pub.", tables="name[The Eagle], eatType[pub]")
+    r = m.compute(per_example=True, show_progress=False)
+    assert len(r["examples"]) == 2
+    assert {q["answer"] for q in r["examples"][1]["sources"][0]["from_source"]} == {"The Eagle", "pub"}
+
+
+# ---------------------------------------------------------------- bad inputs, before anything runs
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"predictions": ["a", "b"], "tables": [BEAN]}, "2 predictions but 1 tables"),
+    ({"predictions": ["a"]}, "tables"),
+    ({"predictions": [None], "tables": [BEAN]}, "example 0: prediction is None"),
+    ({"predictions": ["a", 3], "tables": [BEAN, BEAN]}, "example 1: prediction must be a str"),
+    ({"predictions": ["a"], "tables": [[]]}, "example 0: empty table"),
+    ({"predictions": ["a"], "tables": [["not a triple"]]}, "example 0: malformed triple"),
+    ({"predictions": ["\ud800"], "tables": [BEAN]}, "lone surrogate"),
+    ({"predictions": ["x" * 1_000_001], "tables": [BEAN]}, "over the limit"),
+    ({"predictions": "a text", "tables": [BEAN]}, "list"),
+    ({"predictions": ["a"], "tables": [BEAN], "reduction": "min"}, "reduction"),
+    ({"predictions": ["a"], "tables": [BEAN], "max_answers": 0}, "max_answers"),
+    ({"predictions": ["a"], "tables": [BEAN], "use_cache": "no"}, "use_cache"),
+    ({"predictions": ["a"], "tables": [BEAN], "temperature": 1}, "temperature"),
+])
+def test_bad_inputs_are_refused_before_any_model_runs(kwargs, message):
+    m, qg, qa = rule_metric()
+    with pytest.raises(ValueError, match=None) as info:
+        m.compute(show_progress=False, **kwargs)
+    assert message in str(info.value)
+    assert qg.calls == [] and qa.calls == []
+
+
+def test_model_arguments_are_checked(tmp_path):
+    with pytest.raises(ValueError, match="not a folder"):
+        evaluate.load(METRIC, model=str(tmp_path / "nowhere"))
+    with pytest.raises(OSError, match="text_qg"):
+        evaluate.load(METRIC, model=str(tmp_path))
+    with pytest.raises(ValueError, match="generate"):
+        evaluate.load(METRIC, text_qg=object())
+    with pytest.raises(ValueError, match="roles"):
+        evaluate.load(METRIC, model={"qg": "x"})
+
+
+def test_a_missing_hub_model_says_how_to_pass_a_path(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(OSError, match="path"):
+        evaluate.load(METRIC)  # QuestEval's T5 checkpoints, not on this machine
+
+
+def test_hostile_long_text_is_read_not_crashed(rules):
+    m, _, _ = rules
+    text = "Alan Bean was born in Wheeler, Texas. " * 3000
+    r = m.compute(predictions=[text], tables=[BEAN], per_example=True, show_progress=False, max_answers=5)
+    example = r["examples"][0]
+    assert len(example["sources"][0]["from_text"]) <= 5 and 0 <= example["score"] <= 1
+
+
+# ---------------------------------------------------------------- QuestEval's strings on T5 models
+
+
+def test_questeval_strings_for_its_own_example(tiny_seq2seq, monkeypatch):
+    """The exact QG and QA inputs built for QuestEval's README example (T5 backends)."""
+    seen = {"qg": [], "qa": []}
+
+    def spy_qg(self, inputs):
+        seen["qg"].extend(inputs)
+        return ["who discovered 1950 da?" for _ in inputs]
+
+    def spy_qa(self, questions, contexts, batch_size=None, show_progress=True):
+        seen["qa"].extend(self.format_input(q, c) for q, c in zip(questions, contexts))
+        return qa_run(self, questions, contexts, batch_size=batch_size, show_progress=show_progress)
+
+    m = evaluate.load(METRIC, text_qg=tiny_seq2seq, text_qa=tiny_seq2seq, table_qg=tiny_seq2seq, table_qa=tiny_seq2seq)
+    backends = m._load()  # evaluate runs a copy of the module: patch the classes it loaded
+    qg_run, qa_run = type(backends["table_qg"])._run, type(backends["table_qa"]).answer
+    monkeypatch.setattr(type(backends["table_qg"]), "_run", spy_qg)
+    monkeypatch.setattr(type(backends["table_qa"]), "answer", spy_qa)
+    r = m.compute(predictions=[QE_HYPOTHESIS], tables=[[QE_SOURCE]], per_example=True, show_progress=False)
+    table = "entity [ ( 29075 ) 1950 da ] , discoverer [ carl a. wirtanen ]"  # d2t_metrics.linearize, pinned in its tests
+    assert f"sv1 </s> ( 29075 ) 1950 da </s> {table}" in seen["qg"]
+    assert f"sv1 </s> carl a. wirtanen </s> {table}" in seen["qg"]
+    assert f"sv1 </s> carl </s> {QE_HYPOTHESIS}" in seen["qg"]
+    assert f"who discovered 1950 da? </s> {QE_HYPOTHESIS}" in seen["qa"]
+    assert f"who discovered 1950 da? </s> {table}" in seen["qa"]
+    example = r["examples"][0]
+    assert {q["answer"] for q in example["sources"][0]["from_source"]} == {"( 29075 ) 1950 da", "carl a. wirtanen"}
+    # QuestEval compares its T5's "unanswerable" by BERTScore: an unanswered question keeps that comparison
+    assert all(0.0 <= q["bertscore"] <= 1.0 for s in ("from_text", "from_source") for q in example["sources"][0][s])
+
+
+def test_t5_backends_score_the_same_padded_or_not(tiny_seq2seq):
+    m = evaluate.load(METRIC, text_qg=RuleQG(), table_qg=RuleQG(), text_qa=tiny_seq2seq, table_qa=tiny_seq2seq)
+    args = dict(predictions=["Alan Bean was born in Wheeler, Texas.", "The Eagle is a pub."],
+                tables=[BEAN, "name[The Eagle], eatType[pub]"], per_example=True, show_progress=False)
+    plain = m.compute(**args)
+    padded = m.compute(pad_to_max_length=True, use_cache=False, **args)
+    assert [e["score"] for e in padded["examples"]] == pytest.approx([e["score"] for e in plain["examples"]], abs=1e-5)
+
+
+# ---------------------------------------------------------------- the project's backends, tiny
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoints(text_qa, text_qg, tmp_path_factory):  # noqa: F811
+    folder = tmp_path_factory.mktemp("dqe") / "data_questeval"
+    for role, source in (("text_qa", text_qa), ("table_qa", text_qa), ("text_qg", text_qg), ("table_qg", text_qg)):
+        shutil.copytree(source, folder / role)
+    return str(folder)
+
+
+def test_project_backends_run_end_to_end(tiny_checkpoints):
+    m = evaluate.load(METRIC, model=tiny_checkpoints)
+    assert {type(b).__name__ for b in m._load().values()} == {"SpanQA", "GeneratorQG"}
+    r = m.compute(predictions=["Alan Bean was born in Wheeler, Texas.", ""], tables=[BEAN, BEAN], per_example=True,
+                  show_progress=False)
+    assert 0.0 <= r["score"] <= 1.0 and r["examples"][1]["score"] == 0.0
+    assert "text_qa:text_qa" in m.signature() and "reduction:max" in m.signature()
+
+
+def test_command_line_scores_with_a_checkpoint_folder(tiny_checkpoints, tmp_path, capsys):
+    from d2t_metrics.cli import main
+
+    rows = [{"id": "a", "prediction": "Alan Bean was born in Wheeler, Texas.", "table": BEAN},
+            {"id": "b", "prediction": "The Eagle is a pub.", "table": "name[The Eagle], eatType[pub]"}]
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out.jsonl"
+    code = main(["score", "--metrics", "data_questeval", "--model", f"data_questeval={tiny_checkpoints}", "--input", str(inp),
+                 "--output", str(out), "--no-progress", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert 0.0 <= json.loads(captured.out)["data_questeval"]["score"] <= 1.0
+    assert len(out.read_text().splitlines()) == 2
+
+
+# ---------------------------------------------------------------- the shipped checkpoints
+
+
+def test_shipped_checkpoints_are_small_adapters_with_cards():
+    total = 0
+    for role in ROLES:
+        folder = os.path.join(CHECKPOINTS, role)
+        for name in ("adapter_config.json", "adapter_model.safetensors", "d2t_config.json", "README.md"):
+            assert os.path.isfile(os.path.join(folder, name)), (role, name)
+        recipe = json.load(open(os.path.join(folder, "d2t_config.json")))
+        assert recipe["training"]["command"].startswith("python -m metrics.data_questeval.train")
+        assert recipe.get("dev_scores"), role
+        total += sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+    assert total <= 50 * 10**6
+
+
+def test_docstring_example_runs_on_the_shipped_checkpoints(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    m = evaluate.load(METRIC, model=CHECKPOINTS)
+    parser = doctest.DocTestParser()
+    test = parser.get_doctest(m.inputs_description, {}, "data_questeval", None, 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    runner.run(test)
+    assert runner.failures == 0 and runner.tries >= 4
+
+
+def test_shipped_checkpoints_prefer_the_faithful_text():
+    m = evaluate.load(METRIC, model=CHECKPOINTS)
+    texts = ["Alan Bean was born in Wheeler, Texas. He was a test pilot.",
+             "Alan Bean was born in Paris, France. He was a famous chef."]
+    r = m.compute(predictions=texts, tables=[BEAN, BEAN], per_example=True, show_progress=False)
+    good, bad = r["examples"]
+    assert good["score"] > bad["score"]
+
+
+def test_training_commands_write_a_card_with_front_matter(text_qa, text_qg):  # noqa: F811
+    from metrics.data_questeval.train import write_card
+
+    for folder, pipeline in ((text_qa, "question-answering"), (text_qg, "text-generation")):
+        card = open(os.path.join(folder, "README.md"), encoding="utf-8").read()  # written when the command finished
+        assert card.startswith("---\n") and f"pipeline_tag: {pipeline}" in card and "base_model: " in card
+        assert "python -m metrics.data_questeval.train text-" in card and "## Dev scores" in card
+        os.remove(os.path.join(folder, "README.md"))
+        assert write_card(folder).endswith("README.md") and open(os.path.join(folder, "README.md")).read() == card
