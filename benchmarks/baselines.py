@@ -122,31 +122,14 @@ class BERTScore:
 
     def _embed(self, texts: Sequence[str], show_progress: bool = False) -> None:
         """Fill the cache with L2-normalized token embeddings (special tokens dropped)."""
-        import torch
-
-        from d2t_metrics.models import run_batched
+        from d2t_metrics.models import token_embeddings
 
         todo = sorted({t for t in texts if t not in self._cache})
         if not todo:
             return
-        lengths = [len(t) for t in todo]
-        device = next(self.model.parameters()).device
-
-        def encode(batch: List[str]) -> List[np.ndarray]:
-            enc = self.tokenizer(
-                batch, padding=True, truncation=True, max_length=self.max_length,
-                return_tensors="pt", return_special_tokens_mask=True,
-            )
-            special = enc.pop("special_tokens_mask").bool()
-            enc = {k: v.to(device) for k, v in enc.items()}
-            with torch.inference_mode():
-                hidden = self.model(**enc, output_hidden_states=True).hidden_states[self.layer]
-            hidden = torch.nn.functional.normalize(hidden.float(), dim=-1).cpu()
-            keep = enc["attention_mask"].cpu().bool() & ~special
-            return [hidden[i][keep[i]].numpy() for i in range(len(batch))]
-
-        embedded = run_batched(todo, lengths, encode, batch_size=self.batch_size, desc="bertscore", show_progress=show_progress)
-        self._cache.update(zip(todo, embedded))
+        embedded = token_embeddings(self.model, self.tokenizer, todo, layer=self.layer, max_length=self.max_length,
+                                    batch_size=self.batch_size, desc="bertscore", show_progress=show_progress)
+        self._cache.update((t, v.numpy()) for t, v in zip(todo, embedded))
 
     @staticmethod
     def _prf(cand: np.ndarray, ref: np.ndarray):

@@ -295,3 +295,28 @@ def token_lengths(tokenizer, texts: Sequence[str], pairs: Optional[Sequence[str]
     else:
         enc = tokenizer(list(texts), list(pairs), add_special_tokens=True, truncation=False)
     return [len(ids) for ids in enc["input_ids"]]
+
+
+def token_embeddings(model, tokenizer, texts: Sequence[str], layer: int = -1, max_length: int = 512,
+                     batch_size: int = 32, desc: str = "", show_progress: bool = True) -> List[Any]:
+    """One float tensor per text: the L2-normalized hidden states of ``layer``
+    for its tokens, special tokens dropped (BERTScore's token vectors), in
+    length-sorted batches with dynamic padding; texts past ``max_length``
+    tokens are truncated."""
+    import torch
+
+    device = next(model.parameters()).device
+
+    def encode(batch: List[str]) -> List[Any]:
+        enc = tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt",
+                        return_special_tokens_mask=True)
+        special = enc.pop("special_tokens_mask").bool()
+        enc = {k: v.to(device) for k, v in enc.items()}
+        with torch.inference_mode():
+            hidden = model(**enc, output_hidden_states=True).hidden_states[layer]
+        hidden = torch.nn.functional.normalize(hidden.float(), dim=-1).cpu()
+        keep = enc["attention_mask"].cpu().bool() & ~special
+        return [hidden[i][keep[i]] for i in range(len(batch))]
+
+    return run_batched(list(texts), [len(t) for t in texts], encode, batch_size=batch_size, desc=desc,
+                       show_progress=show_progress)

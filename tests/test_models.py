@@ -264,3 +264,16 @@ def test_progress_bar_ends_its_line_in_a_captured_log(capsys, monkeypatch):
     assert "scoring" in err
     # The line after the bar starts on its own line, not after a bare "\r".
     assert "\nnext log line" in err
+
+
+def test_token_embeddings_are_unit_vectors_per_token_in_input_order(tiny_encoder):
+    from d2t_metrics.models import token_embeddings
+
+    tokenizer, encoder = load_model(tiny_encoder, task="encoder", device="cpu")
+    texts = ["a much longer text about the city and the river", "the city", ""]
+    vectors = token_embeddings(encoder, tokenizer, texts, batch_size=2, show_progress=False)
+    expected = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    assert [len(v) for v in vectors] == expected  # special tokens dropped, order kept
+    assert all(abs(float(n) - 1.0) < 1e-4 for v in vectors[:2] for n in v.norm(dim=-1))
+    capped = token_embeddings(encoder, tokenizer, texts[:1], max_length=5, show_progress=False)
+    assert len(capped[0]) == 3  # truncated to 5 tokens, two of them special

@@ -130,27 +130,11 @@ class AnswerBERTScore:
         self.batch_size, self.max_length = int(batch_size), int(max_length)
 
     def _embed(self, texts: List[str], show_progress: bool) -> Dict[str, Any]:
-        import torch
+        from d2t_metrics.models import token_embeddings
 
-        from d2t_metrics.models import run_batched
-
-        device = next(self.model.parameters()).device
-
-        def encode(batch: List[str]):
-            enc = self.tokenizer(batch, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt",
-                                 return_special_tokens_mask=True)
-            special = enc.pop("special_tokens_mask").bool()
-            enc = {k: v.to(device) for k, v in enc.items()}
-            with torch.inference_mode():
-                hidden = self.model(**enc, output_hidden_states=True).hidden_states[self.layer]
-            hidden = torch.nn.functional.normalize(hidden.float(), dim=-1).cpu()
-            keep = enc["attention_mask"].cpu().bool() & ~special
-            return [hidden[i][keep[i]] for i in range(len(batch))]
-
-        if not texts:
-            return {}
-        return dict(zip(texts, run_batched(texts, [len(t) for t in texts], encode, batch_size=self.batch_size,
-                                           desc="comparing answers", show_progress=show_progress)))
+        vectors = token_embeddings(self.model, self.tokenizer, texts, layer=self.layer, max_length=self.max_length,
+                                   batch_size=self.batch_size, desc="comparing answers", show_progress=show_progress)
+        return dict(zip(texts, vectors))
 
     def score(self, pairs: Sequence[Tuple[str, str]], show_progress: bool = False) -> List[float]:
         """BERTScore F1 of each (candidate, reference) pair, in [0, 1] after clipping."""
