@@ -43,6 +43,8 @@ class Scores:
     # system score (corpus BLEU); None means the system score is the mean.
     stats: Optional[np.ndarray] = None
     aggregate: Optional[Callable[[np.ndarray, int], np.ndarray]] = None
+    # The metric's own per-example output (explanations), for --dump-examples.
+    examples: Optional[List[Dict]] = None
 
 
 @dataclass
@@ -111,9 +113,10 @@ class BERTScoreScorer(Scorer):
 
 
 def has_checkpoint(module: str) -> bool:
-    """``checkpoints/<module>/`` holds trained weights (not just a placeholder)."""
+    """``checkpoints/<module>/`` holds trained weights (not just a placeholder), at
+    its top or in a sub-folder per model (data_questeval's four, fact_accuracy's two)."""
     path = os.path.join(CHECKPOINTS_DIR, module)
-    return os.path.isdir(path) and any(f.endswith(".safetensors") for f in os.listdir(path))
+    return any(f.endswith(".safetensors") for _, _, files in os.walk(path) for f in files)
 
 
 # Compute kwargs that change speed or output format, not scores.
@@ -147,7 +150,7 @@ class ModuleScorer(Scorer):
         init_kwargs = {}
         model = options.models.get(name) or options.models.get(module)
         checkpoint = os.path.join(CHECKPOINTS_DIR, module)
-        if model is None and has_checkpoint(module):
+        if model is None and needs_model and has_checkpoint(module):
             model = checkpoint
         if model is not None:
             init_kwargs["model"] = model
@@ -248,7 +251,7 @@ class ModuleScorer(Scorer):
             ok = [bool(ex["ok"]) for ex in examples]
         elif labels is not None:
             ok = [lab == "OK" for lab in labels]
-        return Scores(scores=scores, labels=labels, ok=ok)
+        return Scores(scores=scores, labels=labels, ok=ok, examples=examples)
 
 
 # ----------------------------------------------------- speed baselines

@@ -24,6 +24,7 @@ PARENT_PAPER = "Dhingra et al. 2019, Table 4 (PARENT-W, 500 bootstrap samples)"
 PARENT_GOLDEN = "reference implementation's scores (shared/golden/parent_webnlg2017.jsonl)"
 NLI_PAPER = "Dušek & Kasner 2020"
 DAE_PAPER = "Goyal & Durrett 2020, Table 4"
+DATA_QUESTEVAL_PAPER = "Rebuffel et al. 2021, Table 1 (data-QuestEval, source only)"
 
 FIGURES: Dict[str, Dict[Tuple, Figure]] = {
     "parent": {
@@ -46,6 +47,12 @@ FIGURES: Dict[str, Dict[Tuple, Figure]] = {
     "nli_semantic_accuracy_backoff": {
         ("webnlg", "binary", "2.5", "accuracy"): Figure(0.768, NLI_PAPER + " (back-off templates)"),
         ("e2e", "binary", "2way", "accuracy"): Figure(0.874, NLI_PAPER + " (back-off templates)"),
+    },
+    "data_questeval": {
+        # WebNLG 2017 segment-level Pearson; the paper reports no Spearman or system level.
+        ("webnlg", "segment", "pearson", "semantics"): Figure(0.735, DATA_QUESTEVAL_PAPER),
+        ("webnlg", "segment", "pearson", "grammar"): Figure(0.604, DATA_QUESTEVAL_PAPER),
+        ("webnlg", "segment", "pearson", "fluency"): Figure(0.576, DATA_QUESTEVAL_PAPER),
     },
     "dae": {
         ("dae_pairs", "rerank", "accuracy"): Figure(0.836, DAE_PAPER),

@@ -57,6 +57,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--progress", action="store_true", help="show progress bars")
     p.add_argument("--list", action="store_true", help="list the registered metrics, then exit")
+    p.add_argument("--dump-examples", default=None, metavar="DIR",
+                   help="also write each metric's per-example output (its explanations) to DIR/<metric>.<data set>.jsonl")
     p.add_argument("--render-only", action="store_true", help="only rewrite RESULTS.md and plots from the stored results")
     args = p.parse_args(argv)
     for m in args.metrics:
@@ -138,6 +140,8 @@ def run_metric(spec, options: Options, datasets: Dict[str, BenchDataset], args, 
             "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan"),
             "cpu_count": os.cpu_count(),
         }
+        if args.dump_examples:
+            dump_examples(os.path.join(args.dump_examples, f"{spec.name}.{ds_name}.jsonl"), dataset, scores)
         if not args.no_tracemalloc:
             head = _head(dataset, TRACE_ITEMS)
             with measure(trace_python=True) as tm:
@@ -157,6 +161,18 @@ def run_metric(spec, options: Options, datasets: Dict[str, BenchDataset], args, 
         }
         print(f"[{spec.name}] {ds_name}: {_headline(ds_name, measures)}; {len(dataset) / max(m.seconds, 1e-9):.0f} examples/s", flush=True)
     return runs
+
+
+def dump_examples(path: str, dataset: BenchDataset, scores) -> None:
+    """One JSON line per item: where it came from, the human judgement, the
+    number correlated, and the metric's own per-example output."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    examples = scores.examples or [None] * len(dataset.items)
+    with open(path, "w", encoding="utf-8") as f:
+        for item, score, example in zip(dataset.items, scores.scores, examples):
+            row = {"input_id": item.input_id, "system": item.system, "prediction": item.prediction,
+                   "human": item.human, "score": float(score), "example": example}
+            f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
 
 
 def _headline(ds_name: str, measures: Dict) -> str:

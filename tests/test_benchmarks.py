@@ -188,7 +188,9 @@ def test_smoke_run_writes_sane_results(shared, tiny_encoder, tmp_path):
     out = str(tmp_path)
     write_section("parent_speed", "## PARENT speed\n\nkept", path=os.path.join(out, "RESULTS.md"))
 
-    rc = run.main(["--smoke", "--metrics", "bleu,bertscore,parent", "--out", out, "--model", f"bertscore={tiny_encoder}", "--bootstrap", "100", "--system-bootstrap", "100"])
+    dumps = os.path.join(out, "dumps")
+    rc = run.main(["--smoke", "--metrics", "bleu,bertscore,parent", "--out", out, "--model", f"bertscore={tiny_encoder}", "--bootstrap", "100", "--system-bootstrap", "100",
+                   "--dump-examples", dumps])
     assert rc == 0
 
     text = open(os.path.join(out, "RESULTS.md"), encoding="utf-8").read()
@@ -221,6 +223,12 @@ def test_smoke_run_writes_sane_results(shared, tiny_encoder, tmp_path):
         parent = json.load(open(os.path.join(out, "meta_eval", "parent.json")))
         seg = parent["datasets"]["webnlg"]["measures"]["segment"]["semantics"]["pearson"]["value"]
         assert 0.2 < seg <= 1.0
+        # --dump-examples: one line per item with the metric's own per-example output.
+        with open(os.path.join(dumps, "parent.webnlg.jsonl"), encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f]
+        assert len(rows) == parent["datasets"]["webnlg"]["n"]
+        assert all(r["score"] == pytest.approx(r["example"]["score"]) and "semantics" in r["human"] for r in rows)
+        assert {r["system"] for r in rows} > {"webnlg"}
     else:
         assert "metrics/parent/parent.py does not exist yet" in text
 
@@ -263,3 +271,45 @@ def test_fact_accuracy_is_correlated_as_an_f1_of_accuracy_and_recall():
     assert accuracy_recall_f1({"score": 0.0, "recall": 0.0}) == 0.0
     for name in ("fact_accuracy", "fact_accuracy_openie", "fact_accuracy_relations", "fact_accuracy_ref"):
         assert METRICS[name].datasets == ("webnlg",)
+
+
+def test_has_checkpoint_finds_weights_in_sub_folders(tmp_path, monkeypatch):
+    from benchmarks import adapters
+
+    monkeypatch.setattr(adapters, "CHECKPOINTS_DIR", str(tmp_path))
+    (tmp_path / "flat").mkdir()
+    (tmp_path / "flat" / "adapter_model.safetensors").write_bytes(b"x")
+    (tmp_path / "nested" / "text_qa").mkdir(parents=True)
+    (tmp_path / "nested" / "text_qa" / "model.safetensors").write_bytes(b"x")
+    (tmp_path / "placeholder").mkdir()
+    (tmp_path / "placeholder" / "README.md").write_text("to be trained")
+    assert adapters.has_checkpoint("flat") and adapters.has_checkpoint("nested")
+    assert not adapters.has_checkpoint("placeholder") and not adapters.has_checkpoint("absent")
+
+
+def test_fact_accuracy_e2e_compares_explanations_with_the_slot_error_script():
+    from benchmarks import fact_accuracy_e2e as e2e
+
+    def example(contradicted=0, unverifiable=0, missing=0):
+        return {"contradicted": [{}] * contradicted, "unverifiable": [{}] * unverifiable, "missing": [{}] * missing}
+
+    def row(valerr=0, added=0, missing=0):
+        ok = "1" if not (valerr or added or missing) else "0"
+        return {"valerr": str(valerr), "added": str(added), "missing": str(missing), "slot_error_ok": ok}
+
+    examples = [example(), example(contradicted=1), example(unverifiable=2), example(missing=1), example(missing=3)]
+    rows = [row(), row(valerr=1), row(), row(missing=1), row(missing=2, added=1)]
+    m = e2e.compare(examples, rows)
+    assert m["contradicted"]["precision"] == 1.0 and m["contradicted"]["recall"] == 1.0
+    # The one output flagged unverifiable is clean by the script; the script's added slot was not flagged.
+    assert m["unverifiable"]["flagged"] == 1 and m["unverifiable"]["precision"] == 0.0 and m["unverifiable"]["recall"] == 0.0
+    assert m["missing"]["f1"] == 1.0 and m["missing"]["auc"] == 1.0
+    # The first output is clean for both; the third is flagged only by the metric.
+    assert m["ok"]["accuracy"] == pytest.approx(4 / 5) and m["ok"]["recall_not_ok"] == 1.0
+    none = e2e.flag_agreement([False, False], [True, False])
+    assert none["precision"] != none["precision"] and none["recall"] == 0.0 and none["f1"] == 0.0  # NaN: nothing flagged
+    rows_all = [{"i": str(i)} for i in range(10)]
+    drawn = e2e.sample_rows(rows_all, 4, seed=1)
+    assert len(drawn) == 4 and drawn == e2e.sample_rows(rows_all, 4, seed=1)
+    assert [r["i"] for r in drawn] == sorted((r["i"] for r in drawn), key=int)  # file order kept
+    assert e2e.sample_rows(rows_all, 0, seed=1) == rows_all
