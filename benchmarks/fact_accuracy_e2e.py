@@ -61,13 +61,13 @@ def sample_rows(rows: List[Dict[str, str]], n: int, seed: int) -> List[Dict[str,
 
 
 def flag_agreement(flags: Sequence[bool], gold: Sequence[bool]) -> Dict[str, float]:
-    """Precision, recall and F1 of the metric's flag against the script's, and how often each flags."""
-    tp = sum(f and g for f, g in zip(flags, gold))
-    n_flag, n_gold = sum(flags), sum(gold)
-    precision = tp / n_flag if n_flag else float("nan")
-    recall = tp / n_gold if n_gold else float("nan")
-    f1 = 2 * precision * recall / (precision + recall) if tp else 0.0
-    return {"flagged": n_flag, "gold": n_gold, "precision": precision, "recall": recall, "f1": f1}
+    """Precision, recall and F1 of the metric's flag against the script's, and how often each flags:
+    :func:`benchmarks.stats.binary_agreement` with "flagged" as its not-OK class."""
+    from benchmarks.stats import binary_agreement
+
+    r = binary_agreement([not f for f in flags], [not g for g in gold])
+    return {"flagged": int(sum(flags)), "gold": r["gold_not_ok"], "precision": r["precision_not_ok"],
+            "recall": r["recall_not_ok"], "f1": r["f1_not_ok"]}
 
 
 def compare(examples: List[Dict], rows: List[Dict[str, str]]) -> Dict[str, Dict]:
@@ -89,8 +89,10 @@ def compare(examples: List[Dict], rows: List[Dict[str, str]]) -> Dict[str, Dict]
 def run_config(config: str, rows: List[Dict[str, str]], model, device, batch_size: int, progress: bool) -> Dict:
     import evaluate
 
-    kwargs = {} if config == "openie" else {"model": model, "device": device}
-    metric = evaluate.load(os.path.join(ROOT, "metrics", "fact_accuracy"), config, **{k: v for k, v in kwargs.items() if v})
+    kwargs = {}
+    if config != "openie":  # the model-free config takes neither; unset ones keep the metric's defaults
+        kwargs = {k: v for k, v in (("model", model), ("device", device)) if v}
+    metric = evaluate.load(os.path.join(ROOT, "metrics", "fact_accuracy"), config, **kwargs)
     t0 = time.perf_counter()
     result = metric.compute(predictions=[r["output"] for r in rows], tables=[r["mr"] for r in rows],
                             per_example=True, batch_size=batch_size, show_progress=progress)

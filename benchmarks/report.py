@@ -93,15 +93,14 @@ def webnlg_segment_section(results: Dict[str, Dict]) -> str:
         for aspect in ASPECTS:
             c = seg[aspect]
             # A reference implementation's scores where we have them, else the paper's figure.
-            ref_p, ref_s = (papers.figure(name, ("webnlg", "segment", k, aspect), reference=True) for k in ("pearson", "spearman"))
-            paper = not (ref_p or ref_s)
-            if paper:
-                ref_p, ref_s = (papers.figure(name, ("webnlg", "segment", k, aspect)) for k in ("pearson", "spearman"))
-            target = " / ".join(f"{f3(f.value)}" if f else "—" for f in (ref_p, ref_s)) if (ref_p or ref_s) else "—"
-            target += " (paper)" if paper and (ref_p or ref_s) else ""
-            delta = " / ".join(
-                signed(c[k]["value"] - f.value) if f else "—" for k, f in (("pearson", ref_p), ("spearman", ref_s))
-            ) if (ref_p or ref_s) else "—"
+            kinds = ("pearson", "spearman")
+            figs, marker = [papers.figure(name, ("webnlg", "segment", k, aspect), reference=True) for k in kinds], ""
+            if not any(figs):
+                figs, marker = [papers.figure(name, ("webnlg", "segment", k, aspect)) for k in kinds], " (paper)"
+            target = delta = "—"
+            if any(figs):
+                target = " / ".join(f3(f.value) if f else "—" for f in figs) + marker
+                delta = " / ".join(signed(c[k]["value"] - f.value) if f else "—" for k, f in zip(kinds, figs))
             rows.append([f"`{name}`", aspect, ci(c["pearson"]), ci(c["spearman"]), ci(c["kendall"]), target, delta])
     if not rows:
         return "## WebNLG 2017: segment-level correlation\n\nNo results yet."
