@@ -76,11 +76,19 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return args
 
 
+# What a run writes: a change there does not make the measured code differ from its commit.
+RUN_OUTPUTS = ("benchmarks/RESULTS.md", "benchmarks/meta_eval", "benchmarks/plots", "benchmarks/out")
+
+
 def _git_commit() -> str:
+    """HEAD's short hash, with ``+changes`` when tracked files other than the run's outputs differ from it."""
     try:
-        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        changed = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "--", "."]
+                                 + [f":!{p}" for p in RUN_OUTPUTS], capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    return head + ("+changes" if changed else "")
 
 
 def load_stored(results_dir: str) -> Dict[str, Dict]:

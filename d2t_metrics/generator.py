@@ -1,6 +1,6 @@
 """The small text generator two metrics share: a causal language model with
-LoRA adapters, trained on (prompt, target) pairs and run with greedy,
-length-sorted batched generation.
+LoRA adapters, trained on (prompt, target) pairs and run with batched greedy
+decoding that runs the prompts' common beginnings once (:mod:`d2t_metrics.greedy`).
 
 data_questeval uses it for question generation, fact_accuracy for
 text-to-triples extraction; each metric owns its prompts and its training
@@ -157,23 +157,49 @@ def _load_generator_cached(path: str, device: str, dtype_name: str):
 
 def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 32, batch_size: int = 32,
              max_prompt_tokens: int = 384, show_progress: bool = True, desc: str = "generating",
-             pad_to_max_length: bool = False) -> List[str]:
-    """Greedy continuations of ``prompts`` (stopping at the end-of-sequence token
-    or a newline), in input order. Prompts are batched by length; a prompt
-    longer than ``max_prompt_tokens`` keeps its last tokens (where the task's
-    instruction ends). ``pad_to_max_length`` pads every batch to
-    ``max_prompt_tokens`` (no answer changes; it only costs time: the slow
-    path benchmarks compare with)."""
-    import torch
+             pad_to_max_length: bool = False, stop_strings: Sequence[str] = ()) -> List[str]:
+    """Greedy continuations of ``prompts``, in input order: the first line of
+    each, ended by the end-of-sequence token, a newline or ``max_new_tokens``,
+    and cut just after the first of ``stop_strings`` (a question's ``?``). A
+    prompt longer than ``max_prompt_tokens`` keeps its last tokens (where the
+    task's instruction ends).
 
-    from .models import run_batched
+    Llama-style decoders (the default base) go through
+    :mod:`d2t_metrics.greedy`: a prompt given twice is decoded once, prompts
+    that begin alike share one pass over their beginning, and a row stops
+    costing anything once it ends. Other decoders, and
+    ``pad_to_max_length=True`` (every batch padded to ``max_prompt_tokens``:
+    the slow path benchmarks compare with), use transformers' ``generate`` on
+    length-sorted batches. Both give the same continuations."""
+    from .greedy import supports_prefix_sharing
 
     if not prompts:
         return []
     tokenizer.truncation_side = "left"
-    lengths = [min(n, max_prompt_tokens) for n in (len(ids) for ids in tokenizer(list(prompts), verbose=False)["input_ids"])]
     newline_ids = [i for i in tokenizer.encode("\n", add_special_tokens=False)][-1:]
     stop_ids = sorted({tokenizer.eos_token_id, *newline_ids} - {None})
+    options = dict(max_new_tokens=int(max_new_tokens), batch_size=int(batch_size), max_prompt_tokens=int(max_prompt_tokens),
+                   show_progress=show_progress, desc=desc)
+    if pad_to_max_length or not supports_prefix_sharing(model):
+        raw = _generate_with_transformers(model, tokenizer, list(prompts), stop_ids, pad_to_max_length, **options)
+    else:
+        raw = _generate_sharing_prefixes(model, tokenizer, list(prompts), stop_ids, tuple(stop_strings), **options)
+    return [_first_line(text, stop_strings) for text in raw]
+
+
+def _first_line(text: str, stop_strings: Sequence[str]) -> str:
+    text = text.split("\n")[0]
+    ends = [text.index(s) + len(s) for s in stop_strings if s and s in text]
+    return (text[: min(ends)] if ends else text).strip()
+
+
+def _generate_with_transformers(model, tokenizer, prompts, stop_ids, pad_to_max_length, max_new_tokens, batch_size,
+                                max_prompt_tokens, show_progress, desc) -> List[str]:
+    import torch
+
+    from .models import run_batched
+
+    lengths = [min(n, max_prompt_tokens) for n in (len(ids) for ids in tokenizer(prompts, verbose=False)["input_ids"])]
     device = next(model.parameters()).device
 
     def run(batch: List[str]) -> List[str]:
@@ -182,10 +208,31 @@ def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 32,
         with torch.inference_mode():
             out = model.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
                                  eos_token_id=stop_ids, pad_token_id=tokenizer.pad_token_id)
-        new = out[:, enc["input_ids"].shape[1]:]
-        return [tokenizer.decode(row, skip_special_tokens=True).split("\n")[0].strip() for row in new]
+        return tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
 
-    return run_batched(list(prompts), lengths, run, batch_size=batch_size, desc=desc, show_progress=show_progress)
+    return run_batched(prompts, lengths, run, batch_size=batch_size, desc=desc, show_progress=show_progress)
+
+
+def _generate_sharing_prefixes(model, tokenizer, prompts, stop_ids, stop_strings, max_new_tokens, batch_size,
+                               max_prompt_tokens, show_progress, desc) -> List[str]:
+    import torch
+
+    from .greedy import greedy_continuations, stop_token_ids
+
+    token_ids = tokenizer(prompts, truncation=True, max_length=max_prompt_tokens, verbose=False)["input_ids"]
+    for i, ids in enumerate(token_ids):
+        if not ids:
+            raise ValueError(f"prompts[{i}] has no tokens: a decoder needs at least one to continue")
+    distinct = list(dict.fromkeys(tuple(ids) for ids in token_ids))
+    # any token holding a newline or a stop string ends the first line: no need to decode past it
+    stops = sorted(set(stop_ids) | set(stop_token_ids(tokenizer, ("\n", *stop_strings))))
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT: its LoRA layers are inside
+    with torch.inference_mode():
+        continuations = greedy_continuations(base, distinct, max_new_tokens, stops, pad_id, batch_size=batch_size,
+                                             show_progress=show_progress, desc=desc)
+    text_of = dict(zip(distinct, tokenizer.batch_decode(continuations, skip_special_tokens=True)))
+    return [text_of[tuple(ids)] for ids in token_ids]
 
 
 # ---------------------------------------------------------------- training

