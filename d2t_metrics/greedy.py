@@ -28,6 +28,7 @@ from typing import Dict, List, Sequence, Tuple
 
 PREFIX_SHARING_MODELS = ("llama",)
 MAX_GROUP = 64  # the grouping looks this many sorted prompts back: linear time
+CHUNK_TOKENS_PER_ROW = 512
 
 Group = Tuple[int, List[int]]  # (shared prefix length, member indices)
 
@@ -179,8 +180,10 @@ def greedy_continuations(model, token_ids: Sequence[Sequence[int]], max_new_toke
     """Greedy continuations (token ids, up to and with the stop token) of distinct prompts.
 
     Prompts are grouped (:func:`prefix_groups`) and taken a chunk of about
-    ``chunk_batches`` batches at a time (the chunk's prefix states stay in
-    memory): each group's prefix runs once, then the rows run in batches of
+    ``chunk_batches`` batches at a time, fewer where the chunk's prefixes
+    would hold more than ``batch_size`` × :data:`CHUNK_TOKENS_PER_ROW` tokens
+    (they stay in memory while the chunk decodes: about what one batch of
+    512-token prompts holds): each group's prefix runs once, then the rows run in batches of
     ``batch_size`` sorted by the length of their own tokens, so little padding
     is computed, and decode until every row has stopped."""
     import torch
@@ -193,13 +196,14 @@ def greedy_continuations(model, token_ids: Sequence[Sequence[int]], max_new_toke
     device = next(model.parameters()).device
     stop = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
     groups = prefix_groups(token_ids)
-    chunks, current, rows = [], [], 0
+    chunks, current, rows, held = [], [], 0, 0
     for group in groups:  # neighbours in sorted order: similar prefixes, similar lengths
         current.append(group)
         rows += len(group[1])
-        if rows >= batch_size * chunk_batches:
+        held += group[0]
+        if rows >= batch_size * chunk_batches or held >= batch_size * CHUNK_TOKENS_PER_ROW:
             chunks.append(current)
-            current, rows = [], 0
+            current, rows, held = [], 0, 0
     if current:
         chunks.append(current)
     out: List[List[int]] = [[] for _ in token_ids]

@@ -235,3 +235,13 @@ def test_a_prompt_of_no_tokens_is_an_error(varied_lm):
     tokenizer, model = varied_lm
     with pytest.raises(ValueError, match="prompt 1 has no tokens"):
         greedy_continuations(model, [(5, 6), ()], max_new_tokens=2, stop_ids=[], pad_id=0, show_progress=False)
+
+
+def test_small_chunks_change_nothing_but_memory(varied_lm, monkeypatch):
+    from d2t_metrics import greedy
+
+    tokenizer, model = varied_lm
+    options = dict(max_new_tokens=5, batch_size=2, max_prompt_tokens=24, show_progress=False)
+    whole = generator.generate(model, tokenizer, PROMPTS_ALIKE, **options)
+    monkeypatch.setattr(greedy, "CHUNK_TOKENS_PER_ROW", 1)  # every group its own chunk
+    assert generator.generate(model, tokenizer, PROMPTS_ALIKE, **options) == whole
