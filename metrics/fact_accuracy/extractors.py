@@ -206,7 +206,9 @@ class EndToEndExtractor(Extractor):
     """Facts written out by the shared small generator (``d2t_metrics.generator``)
     fine-tuned with ``text_to_triples``' prompt: greedy decoding, one window of
     at most :data:`WINDOW_WORDS` words per prompt; the facts of a text's windows
-    are pooled. Tables are not used (the model reads only the text)."""
+    are pooled. A model trained on prompts that list relations (its recipe's
+    ``listed_relations``) is given the table's relations, where there is a
+    table; otherwise it reads the text alone."""
 
     name = "end_to_end"
 
@@ -221,6 +223,7 @@ class EndToEndExtractor(Extractor):
         self.batch_size = batch_size
         self.max_new_tokens = max_new_tokens
         self.window_words = window_words
+        self.lists_relations = bool(self.recipe.get("listed_relations"))
         # Generation is the cost: a text read once is not read again by this
         # object (references repeat across the systems scored on one input).
         self._cache: Dict[str, str] = {}
@@ -240,9 +243,11 @@ class EndToEndExtractor(Extractor):
     def extract(self, texts: Sequence[str], tables: Optional[Sequence] = None, show_progress: bool = True) -> List[List[Fact]]:
         owners, prompts = [], []
         for i, text in enumerate(texts):
+            table = tables[i] if tables is not None and self.lists_relations else None
+            relations = [f.relation for f in table_facts(table)] if table is not None else None
             for window in windows(text or "", self.window_words):
                 owners.append(i)
-                prompts.append(prompt(window))
+                prompts.append(prompt(window, relations))
         outputs = self.generate(prompts, show_progress) if prompts else []
         facts: List[List[Fact]] = [[] for _ in texts]
         seen: List[set] = [set() for _ in texts]

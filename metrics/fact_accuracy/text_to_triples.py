@@ -6,16 +6,32 @@ their prompts here, so the two cannot drift apart. Entities are written as
 words (``Aarhus_Airport`` → ``Aarhus Airport``) and relations keep the
 schema's names (WebNLG predicates such as ``cityServed``): the relation is
 compared through the schema, the entities through the matcher.
+
+A prompt may name the schema's relations to look for (``Relations: a, b``),
+as schema-guided extractors do: the metric passes the input table's
+predicates. Training lists each text's own predicates shuffled among
+distractors of its category that the text does not state, so a listed
+relation is not a promise that the text states it; an output that omits a
+table fact should yield no fact for it. Without the line the model reads
+the text against the whole schema it learned, which cannot name the
+predicates of categories it never saw (a third of WebNLG 2017's test
+inputs); with it, those names are in the prompt.
 """
 
 from __future__ import annotations
 
 import random
 import re
-from typing import Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 PROMPT = "Extract the facts stated in the text as subject | relation | object triples.\nText: {text}\nTriples:"
+RELATIONS_PROMPT = ("Extract the facts stated in the text as subject | relation | object triples.\n"
+                    "Relations: {relations}\nText: {text}\nTriples:")
 SEPARATOR = " ; "
+# A table naming more relations than this is read without the list (the prompt
+# would outgrow what the model was trained on: WebNLG tables have at most 7).
+MAX_LISTED_RELATIONS = 24
+MAX_RELATION_CHARS = 64
 _SPACES = re.compile(r"\s+")
 
 
@@ -27,8 +43,26 @@ def entity_words(value: str) -> str:
     return text
 
 
-def prompt(text: str) -> str:
-    return PROMPT.format(text=_SPACES.sub(" ", text).strip())
+def listed_relations(relations: Optional[Iterable[str]]) -> List[str]:
+    """The relations a prompt lists: whitespace-collapsed, commas removed (they
+    separate the list), cut to :data:`MAX_RELATION_CHARS`, each once, in the
+    given order; ``[]`` (no list) when none is left or there are more than
+    :data:`MAX_LISTED_RELATIONS`."""
+    out: List[str] = []
+    for relation in relations or ():
+        name = _SPACES.sub(" ", str(relation).replace(",", " ")).strip()[:MAX_RELATION_CHARS].strip()
+        if name and name not in out:
+            out.append(name)
+    return out if len(out) <= MAX_LISTED_RELATIONS else []
+
+
+def prompt(text: str, relations: Optional[Iterable[str]] = None) -> str:
+    """The extraction prompt for ``text``; with ``relations``, the schema-guided one listing them."""
+    text = _SPACES.sub(" ", text).strip()
+    names = listed_relations(relations)
+    if names:
+        return RELATIONS_PROMPT.format(relations=", ".join(names), text=text)
+    return PROMPT.format(text=text)
 
 
 def target(triples: Iterable[Tuple[str, str, str]]) -> str:
@@ -49,17 +83,47 @@ def parse_triples(generated: str) -> List[Tuple[str, str, str]]:
     return found
 
 
-def training_pairs(entries: Sequence, seed: int = 13, per_entry: int = 1) -> List[Tuple[str, str]]:
+def category_relations(entries: Sequence) -> Dict[str, List[str]]:
+    """Each WebNLG category's predicates (sorted), the pool of a prompt's distractors."""
+    pools: Dict[str, set] = {}
+    for entry in entries:
+        pools.setdefault(entry.category, set()).update(t.predicate.strip() for t in entry.table)
+    return {c: sorted(p) for c, p in pools.items()}
+
+
+def hinted_relations(gold: Sequence[str], pool: Sequence[str], rng: random.Random, distractors: int) -> List[str]:
+    """``gold``'s relations and up to ``distractors`` others drawn from ``pool``
+    (how many: uniform in 0..distractors), shuffled."""
+    names = list(dict.fromkeys(gold))
+    others = [p for p in pool if p not in names]
+    names += rng.sample(others, min(len(others), rng.randint(0, distractors)))
+    rng.shuffle(names)
+    return names
+
+
+def training_pairs(entries: Sequence, seed: int = 13, per_entry: int = 1, listed_share: float = 0.0,
+                   distractors: int = 3) -> List[Tuple[str, str]]:
     """(prompt, target) pairs from WebNLG entries (``d2t_metrics.datasets.WebNLGEntry``):
     ``per_entry`` lexicalizations of each entry, chosen with ``seed``, paired
-    with the entry's triples in the corpus order, which the texts mostly follow."""
+    with the entry's triples in the corpus order, which the texts mostly follow.
+    A ``listed_share`` of the prompts (drawn with ``seed``) list the entry's
+    relations among distractors of its category (:func:`hinted_relations`);
+    the others are the plain prompt, so one model serves both."""
+    if not 0.0 <= listed_share <= 1.0:
+        raise ValueError(f"listed_share must be in [0, 1], got {listed_share}")
+    if distractors < 0:
+        raise ValueError(f"distractors must be >= 0, got {distractors}")
     rng = random.Random(seed)
+    pools = category_relations(entries) if listed_share else {}
     pairs = []
     for entry in entries:
         texts = list(entry.lexicalizations)
         rng.shuffle(texts)
         triples = [(t.subject, t.predicate, t.object) for t in entry.table]
         for text in texts[:per_entry]:
-            pairs.append((prompt(text), target(triples)))
+            relations = None
+            if listed_share and rng.random() < listed_share:
+                relations = hinted_relations([p.strip() for _, p, _ in triples], pools[entry.category], rng, distractors)
+            pairs.append((prompt(text, relations), target(triples)))
     rng.shuffle(pairs)
     return pairs

@@ -52,7 +52,7 @@ def _default_data(split: str) -> str:
     return os.path.join(shared, "data", "webnlg2017", "xml", split) if shared else ""
 
 
-def train_triples(args) -> dict:
+def train_triples(args, command: str) -> dict:
     from d2t_metrics.datasets import load_webnlg_xml
     from d2t_metrics.generator import train_generator
 
@@ -61,10 +61,14 @@ def train_triples(args) -> dict:
     entries = load_webnlg_xml(args.data)
     if args.max_entries:
         entries = entries[: args.max_entries]
-    pairs = training_pairs(entries, seed=args.seed, per_entry=args.per_entry)
+    pairs = training_pairs(entries, seed=args.seed, per_entry=args.per_entry, listed_share=args.listed_share,
+                           distractors=args.distractors)
     meta = {"kind": "fact-accuracy-text-to-triples",
-            "training": {"command": " ".join(["python -m metrics.fact_accuracy.train"] + sys.argv[1:]),
-                         "data": os.path.relpath(args.data, ROOT) if args.data else None, "entries": len(entries)}}
+            # the extractor lists a table's relations in the prompt only for a model trained on such prompts
+            "listed_relations": args.listed_share > 0,
+            "training": {"command": command,
+                         "data": os.path.relpath(args.data, ROOT) if args.data else None, "entries": len(entries),
+                         "listed_share": args.listed_share, "distractors": args.distractors}}
     return train_generator(pairs, args.out, meta, base=args.base, steps=args.steps, batch_size=args.batch_size,
                            learning_rate=args.lr, max_length=args.max_length, seed=args.seed, max_minutes=args.max_minutes,
                            save_every=args.save_every, warm_start_from=args.init, show_progress=not args.no_progress)
@@ -286,6 +290,9 @@ def main(argv=None) -> int:
     t.add_argument("--lr", type=float, default=4e-4)
     t.add_argument("--max-length", type=int, default=160)
     t.add_argument("--per-entry", type=int, default=1, help="lexicalizations used per WebNLG entry")
+    t.add_argument("--listed-share", type=float, default=0.8,
+                   help="share of prompts that list the entry's relations among distractors (0: the schema-free prompt only)")
+    t.add_argument("--distractors", type=int, default=3, help="at most this many relations of the category the text does not state, per listed prompt")
     r = sub.add_parser("relations", help="the relation classifier over entity pairs")
     r.add_argument("--base", default=RELATION_BASE)
     r.add_argument("--steps", type=int, default=1200)
@@ -312,15 +319,17 @@ def main(argv=None) -> int:
         ap.error(f"no training data at {args.data!r}; pass --data (WebNLG 2017 XML folder)")
     if args.command == "relations":
         _check_relation_args(ap, args)
+    elif not 0 <= args.listed_share <= 1 or args.distractors < 0:
+        ap.error("--listed-share must be in [0, 1] and --distractors >= 0")
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
     start = time.time()
+    command = shlex.join(["python", "-m", "metrics.fact_accuracy.train"] + list(sys.argv[1:] if argv is None else argv))
     if args.command == "triples":
-        log = train_triples(args)
+        log = train_triples(args, command)
     else:
-        command = shlex.join(["python", "-m", "metrics.fact_accuracy.train"] + list(sys.argv[1:] if argv is None else argv))
         log = train_relations(args, command)
     log["minutes"] = round((time.time() - start) / 60, 1)
     print(json.dumps(log, indent=2))

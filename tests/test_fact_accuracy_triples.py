@@ -1,0 +1,166 @@
+"""fact_accuracy's end-to-end extractor with a listed schema: the prompts that
+name the relations to look for (``text_to_triples``), the training pairs
+with distractor relations, the extractor giving a table's relations to a
+model trained on them, and the ``train.py triples`` command on a tiny random
+decoder."""
+
+import json
+import os
+import random
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from metrics.fact_accuracy import extractors as ex  # noqa: E402
+from metrics.fact_accuracy import text_to_triples as t2t  # noqa: E402
+from tests.test_fact_accuracy_relations import ENTRIES, write_webnlg  # noqa: E402
+
+BEAN = ["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | occupation | Test_pilot"]
+
+
+def test_prompt_lists_relations_only_when_given():
+    plain = t2t.prompt("Alan  Bean was\nborn in Wheeler.")
+    assert plain == t2t.PROMPT.format(text="Alan Bean was born in Wheeler.") and "Relations:" not in plain
+    listed = t2t.prompt("Alan Bean was born in Wheeler.", ["birthPlace", "occupation", "birthPlace"])
+    assert "\nRelations: birthPlace, occupation\nText: Alan Bean was born in Wheeler.\nTriples:" in listed
+    assert t2t.prompt("x", []) == t2t.prompt("x") == t2t.prompt("x", None)
+
+
+def test_listed_relations_are_cleaned_and_bounded():
+    assert t2t.listed_relations(["a,b", " c \n d ", "", "  ", "a b"]) == ["a b", "c d"]  # commas separate the list
+    assert t2t.listed_relations(["r" * 1000]) == ["r" * t2t.MAX_RELATION_CHARS]
+    many = [f"rel{i}" for i in range(t2t.MAX_LISTED_RELATIONS + 1)]
+    assert t2t.listed_relations(many[:-1]) == many[:-1]
+    assert t2t.listed_relations(many) == []  # too many to list: the schema-free prompt
+    assert "Relations:" not in t2t.prompt("text", many)
+
+
+@pytest.fixture(scope="module")
+def entries(tmp_path_factory):
+    from d2t_metrics.datasets import load_webnlg_xml
+
+    return load_webnlg_xml(write_webnlg(str(tmp_path_factory.mktemp("webnlg"))))
+
+
+def test_hinted_relations_hold_the_gold_and_some_distractors():
+    pool = ["a", "b", "c", "d", "e"]
+    for seed in range(30):
+        names = t2t.hinted_relations(["b", "x", "b"], pool, random.Random(seed), distractors=2)
+        assert {"b", "x"} <= set(names) and len(names) == len(set(names)) <= 4
+        assert set(names) - {"b", "x"} <= set(pool)
+    assert sorted(t2t.hinted_relations(["b"], pool, random.Random(0), distractors=0)) == ["b"]
+    counts = {len(t2t.hinted_relations(["b"], pool, random.Random(s), distractors=2)) for s in range(40)}
+    assert counts == {1, 2, 3}  # 0, 1 or 2 distractors
+
+
+def test_training_pairs_without_lists_are_the_plain_prompts(entries):
+    pairs = t2t.training_pairs(entries, seed=3)
+    assert len(pairs) == len(entries) and all("Relations:" not in p for p, _ in pairs)
+    assert pairs == t2t.training_pairs(entries, seed=3, listed_share=0.0, distractors=5)
+    assert ("Extract the facts stated in the text as subject | relation | object triples.\n"
+            "Text: Denmark is led by Lars Lokke Rasmussen.\nTriples:", "Denmark | leaderName | Lars Løkke Rasmussen") in pairs
+
+
+def test_training_pairs_with_lists_name_the_gold_relations_among_the_category(entries):
+    pairs = t2t.training_pairs(entries, seed=3, listed_share=1.0, distractors=3)
+    pool = {t.predicate for e in entries for t in e.table}  # one category ("Test") in the fixture
+    assert len(pairs) == len(entries)
+    for p, target in pairs:
+        listed = p.split("\nRelations: ", 1)[1].split("\nText: ", 1)[0].split(", ")
+        gold = {triple.split(" | ")[1] for triple in target.split(" ; ")}
+        assert gold <= set(listed) <= pool
+    assert pairs == t2t.training_pairs(entries, seed=3, listed_share=1.0, distractors=3)  # seeded
+    half = t2t.training_pairs(entries * 25, seed=3, listed_share=0.5)
+    assert 0.25 < sum("Relations:" in p for p, _ in half) / len(half) < 0.75
+    with pytest.raises(ValueError, match="listed_share"):
+        t2t.training_pairs(entries, listed_share=1.5)
+    with pytest.raises(ValueError, match="distractors"):
+        t2t.training_pairs(entries, listed_share=0.5, distractors=-1)
+
+
+@pytest.fixture(scope="module")
+def trained_triples(tiny_causal_lm, tmp_path_factory):
+    """``train.py triples`` on the fixture's entries: a 2-step generator whose prompts list relations."""
+    from metrics.fact_accuracy.train import main
+
+    data = write_webnlg(str(tmp_path_factory.mktemp("webnlg_train")), ENTRIES)
+    out = str(tmp_path_factory.mktemp("triples") / "ckpt")
+    argv = ["triples", "--out", out, "--base", tiny_causal_lm, "--data", data, "--steps", "2", "--batch-size", "2",
+            "--max-length", "96", "--listed-share", "1", "--distractors", "2", "--save-every", "1", "--no-progress"]
+    assert main(argv) == 0
+    return out
+
+
+def test_triples_command_saves_a_checkpoint_that_lists_relations(trained_triples):
+    from d2t_metrics.checkpoints import checkpoint_size
+
+    recipe = json.load(open(os.path.join(trained_triples, "d2t_config.json")))
+    assert recipe["kind"] == "fact-accuracy-text-to-triples" and recipe["task"] == "causal-lm"
+    assert recipe["listed_relations"] is True
+    training = recipe["training"]
+    assert (training["listed_share"], training["distractors"], training["steps"], training["pairs"]) == (1.0, 2, 2, len(ENTRIES))
+    assert "--listed-share 1" in training["command"]
+    assert 0 < checkpoint_size(trained_triples) < 16 * 1024 * 1024
+
+
+def test_triples_command_refuses_bad_options(tmp_path, capsys):
+    from metrics.fact_accuracy.train import main
+
+    data = write_webnlg(str(tmp_path / "train"))
+    for bad in (["--listed-share", "2"], ["--distractors", "-1"]):
+        with pytest.raises(SystemExit):
+            main(["triples", "--out", str(tmp_path / "x"), "--data", data, *bad])
+        assert "--listed-share must be in [0, 1]" in capsys.readouterr().err
+
+
+def _prompts_seen(extractor, monkeypatch, texts, tables):
+    seen = []
+
+    def fake_generate(prompts, show_progress=True):
+        seen.extend(prompts)
+        return ["Alan Bean | birthPlace | Wheeler, Texas"] * len(prompts)
+
+    monkeypatch.setattr(extractor, "generate", fake_generate)
+    out = extractor.extract(texts, tables=tables, show_progress=False)
+    return seen, out
+
+
+def test_extractor_lists_the_table_relations_for_a_model_trained_so(trained_triples, monkeypatch):
+    from d2t_metrics.tables import parse_table
+
+    x = ex.load_extractor("end_to_end", model=trained_triples, device="cpu")
+    assert x.lists_relations
+    seen, out = _prompts_seen(x, monkeypatch, ["Alan Bean was born in Wheeler.", "No table here."],
+                              [parse_table(BEAN), None])
+    assert seen[0] == t2t.prompt("Alan Bean was born in Wheeler.", ["birthPlace", "occupation"])
+    assert seen[1] == t2t.prompt("No table here.")
+    assert [f[:3] for f in out[0]] == [("Alan Bean", "birthPlace", "Wheeler, Texas")]
+    seen, _ = _prompts_seen(x, monkeypatch, ["Alan Bean was born in Wheeler."], None)
+    assert seen == [t2t.prompt("Alan Bean was born in Wheeler.")]
+    # an E2E record's attributes are its relations
+    seen, _ = _prompts_seen(x, monkeypatch, ["Eagle is cheap."], [parse_table("name[Eagle], priceRange[cheap], eatType[pub]")])
+    assert "Relations: priceRange, eatType\n" in seen[0]
+
+
+def test_extractor_keeps_the_plain_prompt_for_an_older_model(trained_triples, monkeypatch):
+    x = ex.load_extractor("end_to_end", model=trained_triples, device="cpu")
+    x.lists_relations = False  # what a checkpoint without ``listed_relations`` in its recipe gives
+    seen, _ = _prompts_seen(x, monkeypatch, ["Alan Bean was born in Wheeler."], [BEAN])
+    assert seen == [t2t.prompt("Alan Bean was born in Wheeler.")]
+
+
+def test_metric_passes_the_tables_and_real_decoding_runs(trained_triples):
+    import evaluate
+
+    metric = evaluate.load(os.path.join(ROOT, "metrics", "fact_accuracy"), model=trained_triples, device="cpu")
+    metric.extractor.max_new_tokens = 8
+    seen = []
+    generate = metric.extractor.generate
+    metric.extractor.generate = lambda prompts, show_progress=True: seen.extend(prompts) or generate(prompts, show_progress)
+    res = metric.compute(predictions=["Alan Bean was born in Wheeler."], tables=[BEAN], per_example=True, show_progress=False)
+    assert seen and all("\nRelations: birthPlace, occupation\n" in p for p in seen)
+    assert res["ground_truth_facts"] == 2 and len(res["examples"]) == 1
