@@ -592,6 +592,28 @@ def test_dev_eval_command_on_webnlg_dev(shared, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["extractor"] == "openie" and report["entries"] == 5 and report["texts"] > 5
     assert 0.0 <= report["precision"] <= 1.0 and 0.0 < report["recall"] <= 1.0
+    assert report["tokenized_lowercase"] is False
+
+
+def test_dev_eval_can_score_texts_written_as_system_outputs(tmp_path, capsys, monkeypatch):
+    from metrics.fact_accuracy import dev_eval
+    from tests.test_fact_accuracy_relations import write_webnlg
+
+    data = write_webnlg(str(tmp_path / "dev"))
+    seen = []
+
+    class Recorder(FakeExtractor):
+        def extract(self, texts, tables=None, show_progress=True):
+            seen.extend(texts)
+            return [[] for _ in texts]
+
+    import metrics.fact_accuracy.extractors
+
+    monkeypatch.setattr(metrics.fact_accuracy.extractors, "load_extractor", lambda *a, **k: Recorder({}))
+    assert dev_eval.main(["--extractor", "openie", "--data", data, "--tokenized-lowercase"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["tokenized_lowercase"] is True and report["recall"] == 0.0
+    assert "denmark is led by lars lokke rasmussen ." in seen and all(t == t.lower() for t in seen)
 
 
 def test_app_explains_an_example(openie_metric):

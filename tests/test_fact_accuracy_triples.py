@@ -82,6 +82,26 @@ def test_training_pairs_with_lists_name_the_gold_relations_among_the_category(en
         t2t.training_pairs(entries, listed_share=0.5, distractors=-1)
 
 
+def test_tokenized_lowercase_writes_texts_as_the_challenge_outputs_are():
+    assert t2t.tokenized_lowercase("Aarhus Airport serves Aarhus, Denmark (the city).") == \
+        "aarhus airport serves aarhus , denmark ( the city ) ."
+    assert t2t.tokenized_lowercase("  ") == "" and t2t.tokenized_lowercase("a  ,b") == "a , b"
+
+
+def test_training_pairs_lowercase_a_share_of_the_texts_only(entries):
+    plain = t2t.training_pairs(entries, seed=3)
+    lower = t2t.training_pairs(entries, seed=3, lowercase_share=1.0)
+    assert sorted(t for _, t in lower) == sorted(t for _, t in plain)  # the targets keep the corpus's spelling
+    assert all(p == p.split("Text: ")[0] + "Text: " + t2t.tokenized_lowercase(p.split("Text: ")[1][:-len("\nTriples:")]) + "\nTriples:"
+               for p, _ in lower)
+    assert "Text: denmark is led by lars lokke rasmussen .\n" in "".join(p for p, _ in lower)
+    half = t2t.training_pairs(entries * 25, seed=3, lowercase_share=0.5)
+    assert 0.25 < sum("Text: denmark" in p or "Text: aarhus" in p or "Text: alan" in p or "Text: matteo" in p
+                      for p, _ in half) / len(half) < 0.75
+    with pytest.raises(ValueError, match="lowercase_share"):
+        t2t.training_pairs(entries, lowercase_share=-0.1)
+
+
 @pytest.fixture(scope="module")
 def trained_triples(tiny_causal_lm, tmp_path_factory):
     """``train.py triples`` on the fixture's entries: a 2-step generator whose prompts list relations."""
@@ -90,7 +110,7 @@ def trained_triples(tiny_causal_lm, tmp_path_factory):
     data = write_webnlg(str(tmp_path_factory.mktemp("webnlg_train")), ENTRIES)
     out = str(tmp_path_factory.mktemp("triples") / "ckpt")
     argv = ["triples", "--out", out, "--base", tiny_causal_lm, "--data", data, "--steps", "2", "--batch-size", "2",
-            "--max-length", "96", "--listed-share", "1", "--distractors", "2", "--save-every", "1", "--no-progress"]
+            "--max-length", "96", "--listed-share", "1", "--distractors", "2", "--lowercase-share", "0.5", "--save-every", "1", "--no-progress"]
     assert main(argv) == 0
     return out
 
@@ -103,6 +123,7 @@ def test_triples_command_saves_a_checkpoint_that_lists_relations(trained_triples
     assert recipe["listed_relations"] is True
     training = recipe["training"]
     assert (training["listed_share"], training["distractors"], training["steps"], training["pairs"]) == (1.0, 2, 2, len(ENTRIES))
+    assert training["lowercase_share"] == 0.5
     assert "--listed-share 1" in training["command"]
     assert 0 < checkpoint_size(trained_triples) < 16 * 1024 * 1024
 
@@ -111,10 +132,10 @@ def test_triples_command_refuses_bad_options(tmp_path, capsys):
     from metrics.fact_accuracy.train import main
 
     data = write_webnlg(str(tmp_path / "train"))
-    for bad in (["--listed-share", "2"], ["--distractors", "-1"]):
+    for bad in (["--listed-share", "2"], ["--distractors", "-1"], ["--lowercase-share", "1.5"]):
         with pytest.raises(SystemExit):
             main(["triples", "--out", str(tmp_path / "x"), "--data", data, *bad])
-        assert "--listed-share must be in [0, 1]" in capsys.readouterr().err
+        assert "--listed-share and --lowercase-share must be in [0, 1]" in capsys.readouterr().err
 
 
 def _prompts_seen(extractor, monkeypatch, texts, tables):

@@ -3,7 +3,7 @@ WebNLG 2017 lexicalizations (the measure of the paper's Table 3, on WebNLG).
 
     python -m metrics.fact_accuracy.dev_eval --extractor end_to_end|relations|openie \\
         [--model PATH] [--data ../shared/data/webnlg2017/xml/dev] [--limit N] \\
-        [--batch-size 32] [--fuzzy-threshold T] [--no-tables] [--device cpu]
+        [--batch-size 32] [--fuzzy-threshold T] [--no-tables] [--tokenized-lowercase] [--device cpu]
 
 Every lexicalization of every entry is one text; its gold facts are the
 entry's (modified) triples. A predicted fact is correct when a gold triple
@@ -103,6 +103,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--fuzzy-threshold", type=float, default=None)
     ap.add_argument("--no-tables", action="store_true", help="do not give the extractor the entry's table")
+    ap.add_argument("--tokenized-lowercase", action="store_true",
+                    help="score the texts lower-cased with punctuation split off, as WebNLG 2017's system outputs are written")
     ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--progress", action="store_true")
@@ -130,6 +132,12 @@ def main(argv=None) -> int:
         import random
 
         entries = random.Random(args.seed).sample(entries, args.sample)
+    if args.tokenized_lowercase:
+        import dataclasses
+
+        from metrics.fact_accuracy.text_to_triples import tokenized_lowercase
+
+        entries = [dataclasses.replace(e, lexicalizations=[tokenized_lowercase(t) for t in e.lexicalizations]) for e in entries]
     extractor = load_extractor(args.extractor, model=args.model, device=args.device, batch_size=args.batch_size)
     result = extractor_prf(extractor, entries, matcher, use_tables=not args.no_tables, show_progress=args.progress,
                            limit=args.limit or None)
@@ -137,7 +145,7 @@ def main(argv=None) -> int:
     report = {"extractor": args.extractor, "model": os.path.relpath(model, ROOT) if model and os.path.isabs(model) else model,
               "data": os.path.relpath(args.data, ROOT) if os.path.isabs(args.data) else args.data,
               "sample": args.sample or None, "seed": args.seed if args.sample else None,
-              "tables_given": not args.no_tables, "fuzzy_threshold": args.fuzzy_threshold, **result}
+              "tables_given": not args.no_tables, "tokenized_lowercase": args.tokenized_lowercase, "fuzzy_threshold": args.fuzzy_threshold, **result}
     print(json.dumps(report, indent=2))
     return 0
 

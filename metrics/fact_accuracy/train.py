@@ -62,13 +62,14 @@ def train_triples(args, command: str) -> dict:
     if args.max_entries:
         entries = entries[: args.max_entries]
     pairs = training_pairs(entries, seed=args.seed, per_entry=args.per_entry, listed_share=args.listed_share,
-                           distractors=args.distractors)
+                           distractors=args.distractors, lowercase_share=args.lowercase_share)
     meta = {"kind": "fact-accuracy-text-to-triples",
             # the extractor lists a table's relations in the prompt only for a model trained on such prompts
             "listed_relations": args.listed_share > 0,
             "training": {"command": command,
                          "data": os.path.relpath(args.data, ROOT) if args.data else None, "entries": len(entries),
-                         "listed_share": args.listed_share, "distractors": args.distractors}}
+                         "listed_share": args.listed_share, "distractors": args.distractors,
+                         "lowercase_share": args.lowercase_share}}
     return train_generator(pairs, args.out, meta, base=args.base, steps=args.steps, batch_size=args.batch_size,
                            learning_rate=args.lr, max_length=args.max_length, seed=args.seed, max_minutes=args.max_minutes,
                            save_every=args.save_every, warm_start_from=args.init, show_progress=not args.no_progress)
@@ -292,6 +293,8 @@ def main(argv=None) -> int:
     t.add_argument("--per-entry", type=int, default=1, help="lexicalizations used per WebNLG entry")
     t.add_argument("--listed-share", type=float, default=0.8,
                    help="share of prompts that list the entry's relations among distractors (0: the schema-free prompt only)")
+    t.add_argument("--lowercase-share", type=float, default=0.0,
+                   help="share of texts given lower-cased with punctuation split off, as WebNLG 2017's system outputs are")
     t.add_argument("--distractors", type=int, default=3, help="at most this many relations of the category the text does not state, per listed prompt")
     r = sub.add_parser("relations", help="the relation classifier over entity pairs")
     r.add_argument("--base", default=RELATION_BASE)
@@ -319,8 +322,8 @@ def main(argv=None) -> int:
         ap.error(f"no training data at {args.data!r}; pass --data (WebNLG 2017 XML folder)")
     if args.command == "relations":
         _check_relation_args(ap, args)
-    elif not 0 <= args.listed_share <= 1 or args.distractors < 0:
-        ap.error("--listed-share must be in [0, 1] and --distractors >= 0")
+    elif not 0 <= args.listed_share <= 1 or not 0 <= args.lowercase_share <= 1 or args.distractors < 0:
+        ap.error("--listed-share and --lowercase-share must be in [0, 1] and --distractors >= 0")
     if args.threads:
         import torch
 
