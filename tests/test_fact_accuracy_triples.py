@@ -37,6 +37,8 @@ def test_listed_relations_are_cleaned_and_bounded():
     assert t2t.listed_relations(many[:-1]) == many[:-1]
     assert t2t.listed_relations(many) == []  # too many to list: the schema-free prompt
     assert "Relations:" not in t2t.prompt("text", many)
+    assert t2t.listed_relations(iter(["a"] * 10**6)) == ["a"]  # repeats are not "many"
+    assert t2t.listed_relations(f"r{i}" for i in range(10**6)) == []  # a hostile table is not read to its end
 
 
 @pytest.fixture(scope="module")
