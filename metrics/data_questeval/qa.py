@@ -437,6 +437,9 @@ class SpanQA:
         self.max_answer_tokens = int(max_answer_tokens or recipe.get("max_answer_tokens") or SPAN_MAX_ANSWER_TOKENS)
         self.max_windows = int(max_windows) if max_windows else None
         self.pad_to_max_length = bool(pad_to_max_length)
+        # A checkpoint trained without segment ids (the recipe says "token_type_ids": false) must be read
+        # without them: BERT-like models then take type 0 everywhere, as in training.
+        self.token_type_ids = bool(recipe.get("token_type_ids", True))
         self.batch_size = int(batch_size)
         if self.batch_size < 1 or self.max_answer_tokens < 1:
             raise ValueError("batch_size and max_answer_tokens must be >= 1")
@@ -449,6 +452,8 @@ class SpanQA:
         import torch
 
         tensors = collate_windows(batch, self.tokenizer.pad_token_id or 0, self.max_length if self.pad_to_max_length else None)
+        if not self.token_type_ids:
+            tensors.pop("token_type_ids", None)
         device = next(self.model.parameters()).device
         with torch.inference_mode():
             out = self.model(**{k: v.to(device) for k, v in tensors.items()})

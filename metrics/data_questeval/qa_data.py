@@ -12,7 +12,13 @@ no article is in both.
   examples) of them (default :data:`UNANSWERABLE_RATIO` = 0.5, i.e. one third
   of the final data), each a question paired with a paragraph of ANOTHER
   article (so it is almost never answered there) that does not contain the
-  question's answer (normalized) either.
+  question's answer (normalized) either. With ``hard_share`` > 0, that
+  share of them is made harder: the question's OWN paragraph with the
+  sentence(s) holding its answer taken out (:func:`without_answer`), kept
+  only when the rest does not contain any gold answer. Another article's
+  paragraph is about something else, so it teaches the model little about
+  the case Data-QuestEval needs it for: a text about the right entity that
+  does not state the fact asked about (an omission).
 * QG pairs (:func:`qg_pairs`): (answer, context, question) where the context
   is the sentence holding the answer plus neighbouring sentences while they
   fit :data:`QG_CONTEXT_WORDS` words (80: with the prompt, the answer and the
@@ -88,11 +94,35 @@ def qa_examples(questions: Sequence[SquadQuestion]) -> List[QAExample]:
             for q in questions]
 
 
+def without_answer(context: str, answer_start: int, answer_end: int, gold: Sequence[str]) -> Optional[str]:
+    """``context`` less the sentences that overlap ``[answer_start, answer_end)``,
+    or ``None`` when nothing is left or what is left may still answer: it
+    contains one of the ``gold`` answers (normalized) or half or more of one's
+    words ("Muslim League" left where the gold is "All India Muslim League")."""
+    spans = sentence_spans(context)
+    kept = [context[s:e].strip() for s, e in spans if not (e > answer_start and s < answer_end)]
+    if not kept or len(kept) == len(spans):
+        return None
+    rest = " ".join(kept)
+    norm = normalize_answer(rest)
+    words = set(norm.split())
+    for answer in gold:
+        g = normalize_answer(answer)
+        if g and (g in norm or 2 * sum(w in words for w in g.split()) >= len(g.split())):
+            return None
+    return rest if norm else None
+
+
 def add_unanswerable(examples: Sequence[QAExample], ratio: float = UNANSWERABLE_RATIO, seed: int = 13,
-                     contexts: Optional[Sequence[Tuple[str, str]]] = None) -> List[QAExample]:
+                     contexts: Optional[Sequence[Tuple[str, str]]] = None, hard_share: float = 0.0) -> List[QAExample]:
     """``examples`` plus ``round(ratio * answerable)`` unanswerable ones (module
     docstring), shuffled with ``seed``. ``contexts`` are the (group, context)
-    pairs to draw from (default: those of ``examples``)."""
+    pairs to draw from (default: those of ``examples``). ``hard_share`` of
+    them (where the paragraph allows it) are the question's own paragraph
+    without its answer, marked ``source`` ``"…:unanswerable:removed"``; the
+    same ``seed`` with ``hard_share`` 0 gives the same data as before it existed."""
+    if not 0.0 <= hard_share <= 1.0:
+        raise ValueError(f"hard_share must be in [0, 1], got {hard_share}")
     rng = random.Random(seed)
     answerable = [e for e in examples if e.answerable]
     pool = list(dict.fromkeys(contexts if contexts is not None else [(e.group, e.context) for e in examples]))
@@ -101,7 +131,14 @@ def add_unanswerable(examples: Sequence[QAExample], ratio: float = UNANSWERABLE_
     negatives: List[QAExample] = []
     if len(groups) >= 2 and answerable:
         chosen = rng.sample(answerable, wanted) if wanted <= len(answerable) else [rng.choice(answerable) for _ in range(wanted)]
-        for e in chosen:
+        n_hard = int(round(hard_share * len(chosen)))
+        for k, e in enumerate(chosen):
+            if k < n_hard and e.answer_start >= 0:
+                rest = without_answer(e.context, e.answer_start, e.answer_start + len(e.answer), e.gold or [e.answer])
+                if rest is not None:
+                    negatives.append(replace(e, context=rest, answer="", answer_start=-1,
+                                             source=e.source + ":unanswerable:removed", gold=[]))
+                    continue
             gold = [normalize_answer(a) for a in (e.gold or [e.answer])]
             for _ in range(20):  # a few draws find a context of another group without the answer
                 group, context = rng.choice(pool)

@@ -238,7 +238,12 @@ def train_span_qa(train: Sequence[QAExample], dev: Sequence[QAExample], output: 
         raise ValueError("no training examples")
     work_dir = output.rstrip("/") + ".work"
     args = _training_arguments(work_dir, steps, batch_size, learning_rate, seed, save_every, show_progress)
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=features, data_collator=_qa_collate(tokenizer.pad_token_id or 0),
+    # peft's PeftModelForQuestionAnswering.forward (0.21) drops token_type_ids, so a model trained through
+    # it never sees the context's segment ids that it gets at inference; its LoRA model (the same
+    # parameters) passes every input on. The Trainer then keeps whole weights in OUT.work (resume only).
+    reads_types = any("token_type_ids" in f for f in features[:1])
+    trainer = transformers.Trainer(model=model.base_model, args=args, train_dataset=features,
+                                   data_collator=_qa_collate(tokenizer.pad_token_id or 0),
                                    callbacks=[_time_budget_callback(max_minutes)])
     resume = last_trainer_checkpoint(work_dir)
     result = trainer.train(resume_from_checkpoint=resume)
@@ -251,11 +256,11 @@ def train_span_qa(train: Sequence[QAExample], dev: Sequence[QAExample], output: 
         return log
     model.eval()
     recipe = dict(meta, task=QA_TASK, base=base, max_length=max_length, stride=stride, max_answer_tokens=SPAN_MAX_ANSWER_TOKENS,
-                  max_question_tokens=SPAN_MAX_QUESTION_TOKENS)
+                  max_question_tokens=SPAN_MAX_QUESTION_TOKENS, token_type_ids=reads_types)
     recipe["training"] = dict(meta.get("training", {}), steps=steps, batch_size=batch_size, learning_rate=learning_rate,
                               lora_r=lora_r, seed=seed, windows=len(features), final_loss=log["final_loss"],
                               warm_start=shown_path(init) if init else None)
-    qa = SpanQA.from_model(tokenizer, model, recipe)
+    qa = SpanQA.from_model(tokenizer, model.base_model, recipe)  # base_model: as trained (token types passed on)
     recipe["dev_scores"] = qa_dev_scores(qa, dev, batch_size=eval_batch_size)
     tokenizer.model_max_length = max_length
     save_checkpoint(model, output, recipe, tokenizer=tokenizer)
@@ -273,6 +278,12 @@ def qa_dev_scores(qa, examples: Sequence[QAExample], batch_size: int = 32) -> Di
     pos = [(e, r) for e, r in zip(examples, results) if e.answerable]
     neg = [(e, r) for e, r in zip(examples, results) if not e.answerable]
     golds = lambda e: e.gold or [e.answer]  # noqa: E731
+    removed = [(e, r) for e, r in neg if e.source.endswith(":removed")]
+    extra = {"unanswerable_removed": {
+        "n": len(removed),
+        "abstained": _mean(float(not r.answer) for _, r in removed),
+        "mean_answerability": _mean(r.answerability for _, r in removed),
+    }} if removed else {}
     return {
         "n": len(examples),
         "answerable": {
@@ -289,6 +300,7 @@ def qa_dev_scores(qa, examples: Sequence[QAExample], batch_size: int = 32) -> Di
         },
         "answerability_accuracy": _mean(float(bool(r.answer) == e.answerable) for e, r in zip(examples, results)),
         "answerability_accuracy_at_0.5": _mean(float((r.answerability >= 0.5) == e.answerable) for e, r in zip(examples, results)),
+        **extra,
     }
 
 
@@ -362,13 +374,15 @@ def cmd_text_qa(args, argv) -> Dict[str, Any]:
     shared = _shared(args)
     train_q = sample(load_squad(squad_file(shared)), args.max_train, args.seed)
     dev_q = sample(load_squad(squad_file(shared, heldout=True)), args.max_dev, args.seed)
-    train = add_unanswerable(qa_examples(train_q), args.unanswerable_ratio, seed=args.seed)
-    dev = add_unanswerable(qa_examples(dev_q), args.unanswerable_ratio, seed=args.seed + 1)
+    train = add_unanswerable(qa_examples(train_q), args.unanswerable_ratio, seed=args.seed, hard_share=args.hard_share)
+    dev = add_unanswerable(qa_examples(dev_q), args.unanswerable_ratio, seed=args.seed + 1, hard_share=args.hard_share)
     meta = {"kind": QA_KIND, "context_kind": "text", "training": {
         "command": command_line(argv), "data": "SQuAD v1.1 dev-v1.1.json (first half of the official dev set, by article)",
         "dev_data": "SQuAD v1.1 test-v1.1.json (second half), sampled", "squad_questions": len(train_q),
         "examples": len(train), "unanswerable": sum(not e.answerable for e in train),
         "unanswerable_ratio": args.unanswerable_ratio, "dev_examples": len(dev)}}
+    if args.hard_share:  # recorded only when used, so that older recipes read the same
+        meta["training"].update(hard_share=args.hard_share, unanswerable_removed=sum(e.source.endswith(":removed") for e in train))
     return train_span_qa(train, dev, args.out, meta, base=args.base, init=args.init, steps=args.steps, batch_size=args.batch_size,
                          learning_rate=args.lr, max_length=args.max_length, stride=args.stride, lora_r=args.lora_r, seed=args.seed,
                          max_minutes=args.max_minutes, save_every=args.save_every, show_progress=not args.no_progress,
@@ -616,6 +630,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--init", default=None, help="warm-start from a QA checkpoint of the same recipe")
     p.add_argument("--max-train", type=int, default=0, help="SQuAD questions used (0: all 4,961)")
     p.add_argument("--max-dev", type=int, default=600, help="held-out SQuAD questions scored (plus their unanswerable pairs)")
+    p.add_argument("--hard-share", type=float, default=0.0,
+                   help="share of the unanswerable examples made from the question's own paragraph without its answer "
+                        "(qa_data.add_unanswerable; also in the dev set)")
 
     p = sub.add_parser("text-qg", help="step 1: the textual QG (the shared generator) on SQuAD v1.1")
     common(p, steps=150, batch_size=8, lr=3e-4, max_length=160, save_every=25)
