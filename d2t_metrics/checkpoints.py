@@ -218,6 +218,23 @@ def weight_files(path: str) -> List[str]:
     return [f for f in files if os.path.isfile(f)]
 
 
+def checkpoint_fingerprint(path: Optional[str]) -> Optional[str]:
+    """The first 8 hex digits of the SHA-256 of a checkpoint's :func:`weight_files`
+    read as one stream, so that scores from different checkpoints under one
+    name get different signatures; ``None`` for a hub id or a folder without weights."""
+    import hashlib
+
+    files = weight_files(path) if path and os.path.isdir(str(path)) else []
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for f in files:
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:8]
+
+
 def lora_recipe(config: Any) -> Dict[str, Any]:
     """The LoRA settings the project's recipe compares (r, alpha, dropout,
     target modules in sorted order) of a dict or a ``LoraConfig``."""

@@ -294,7 +294,11 @@ def test_project_backends_run_end_to_end(tiny_checkpoints):
     r = m.compute(predictions=["Alan Bean was born in Wheeler, Texas.", ""], tables=[BEAN, BEAN], per_example=True,
                   show_progress=False)
     assert 0.0 <= r["score"] <= 1.0 and r["examples"][1]["score"] == 0.0
-    assert "text_qa:text_qa" in m.signature() and "reduction:max" in m.signature()
+    from d2t_metrics.checkpoints import checkpoint_fingerprint
+
+    signature = m.signature()
+    assert f"text_qa:text_qa@{checkpoint_fingerprint(os.path.join(tiny_checkpoints, 'text_qa'))}," in signature
+    assert "reduction:max" in signature and signature.endswith("|version:1.1")
 
 
 def test_command_line_scores_with_a_checkpoint_folder(tiny_checkpoints, tmp_path, capsys):

@@ -15,6 +15,7 @@ from metrics.data_questeval import synthetic
 from metrics.data_questeval import train
 from metrics.data_questeval.qa import QAResult, SpanQA, T5QA, load_qa
 from metrics.data_questeval.qa_data import QAExample, add_unanswerable, answer_context, load_squad, qa_examples, qg_pairs
+from metrics.data_questeval.qa_data import sample, squad_file, without_answer
 from metrics.data_questeval.qg import GeneratorQG, T5QG, load_qg, qg_prompt
 
 # Table 2 of Rebuffel et al. (2021)
@@ -347,6 +348,53 @@ def test_text_qa_command_records_command_sizes_and_scores(text_qa):
     assert not os.path.exists(os.path.join(text_qa, "config.json"))
 
 
+def test_span_qa_training_passes_token_types_on(tiny_encoder, mini_shared, tmp_path, monkeypatch):
+    # peft's PeftModelForQuestionAnswering.forward drops token_type_ids: a model trained through it
+    # never saw the segment ids SpanQA gives it at inference (the shipped checkpoints, see below)
+    import transformers
+
+    seen = []
+    forward = transformers.BertForQuestionAnswering.forward
+
+    def spy(self, *args, **kwargs):
+        if self.training:
+            seen.append(kwargs.get("token_type_ids"))
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.BertForQuestionAnswering, "forward", spy)
+    out = str(tmp_path / "qa")
+    assert train.main(["text-qa", "--out", out, "--shared", mini_shared, "--base", tiny_encoder] + QA_TRAIN_OPTS) == 0
+    assert seen and all(t is not None and int(t.max()) == 1 for t in seen)
+    assert _recipe(out)["token_type_ids"] is True
+
+
+@pytest.mark.parametrize("reads_types", [True, False])
+def test_span_qa_gives_token_types_only_to_a_model_trained_with_them(text_qa, reads_types):
+    qa = SpanQA(text_qa)
+    qa = SpanQA.from_model(qa.tokenizer, qa.model, dict(qa.recipe, token_type_ids=reads_types))
+    seen = []
+    handle = qa.model.register_forward_pre_hook(lambda m, a, kw: seen.append("token_type_ids" in kw), with_kwargs=True)
+    try:
+        qa.answer(["Who?"], ["Alan Bean was born in Wheeler."], show_progress=False)
+    finally:
+        handle.remove()
+    assert seen == [reads_types]
+
+
+def test_shipped_text_qa_reproduces_its_recorded_dev_scores(shared):
+    # the recipe's scores were computed on the model in memory at the end of training; the
+    # checkpoint as loaded must give them again (it gave F1 0.399 against 0.540 before the fix)
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "checkpoints", "data_questeval", "text_qa")
+    recipe = _recipe(path)
+    seed = 13
+    assert recipe["training"]["seed"] == seed and "--hard-share" not in recipe["training"]["command"]
+    dev_q = sample(load_squad(squad_file(shared, heldout=True)), recipe["dev_scores"]["answerable"]["n"], seed)
+    dev = add_unanswerable(qa_examples(dev_q), recipe["training"]["unanswerable_ratio"], seed=seed + 1)
+    scores = train.qa_dev_scores(load_qa(path), dev)
+    assert scores["answerable"] == recipe["dev_scores"]["answerable"]
+    assert scores["answerability_accuracy"] == recipe["dev_scores"]["answerability_accuracy"]
+
+
 def test_text_qa_command_resumes_a_stopped_run(tiny_encoder, mini_shared, tmp_path):
     from d2t_metrics.generator import last_trainer_checkpoint
 
@@ -504,6 +552,27 @@ def test_squad_examples_and_unanswerable_pairs(mini_shared):
         original = next(e for e in examples if e.question == n.question)
         assert n.group != original.group and original.answer.lower() not in n.context.lower()
     assert add_unanswerable(examples, ratio=0.5, seed=1) == mixed  # seeded
+
+
+def test_hard_unanswerable_is_the_paragraph_without_its_answer_sentence(mini_shared):
+    context = "Alan Bean was born in Wheeler, Texas. He was a test pilot. He walked on the Moon."
+    start = context.index("a test pilot")
+    assert without_answer(context, start, start + 12, ["a test pilot"]) == \
+        "Alan Bean was born in Wheeler, Texas. He walked on the Moon."
+    # what is left must not answer: the gold itself, or half its words, still there
+    assert without_answer(context, start, start + 12, ["a test pilot", "Wheeler"]) is None
+    assert without_answer(context, start, start + 12, ["pilot on the Moon"]) is None  # "on", "moon" left
+    assert without_answer("One sentence with a test pilot.", 18, 30, ["a test pilot"]) is None  # nothing left
+    examples = qa_examples(load_squad(os.path.join(mini_shared, "data", "squad", "dev-v1.1.json")))
+    mixed = add_unanswerable(examples, ratio=1.0, seed=1, hard_share=1.0)
+    hard = [e for e in mixed if e.source.endswith(":unanswerable:removed")]
+    assert hard and len([e for e in mixed if not e.answerable]) == 4
+    for n in hard:
+        original = next(e for e in examples if e.question == n.question)
+        assert n.group == original.group and original.answer not in n.context and n.context in original.context
+    assert add_unanswerable(examples, ratio=1.0, seed=1, hard_share=1.0) == mixed  # seeded
+    with pytest.raises(ValueError, match="hard_share"):
+        add_unanswerable(examples, hard_share=1.5)
 
 
 def test_qg_context_is_the_answer_sentence_and_neighbours():

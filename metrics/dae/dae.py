@@ -7,6 +7,7 @@ import os
 import datasets
 import evaluate
 
+from d2t_metrics.checkpoints import checkpoint_fingerprint
 from d2t_metrics.inputs import SOURCE_TEXT
 from d2t_metrics.inputs import TABLE
 from d2t_metrics.inputs import TEXT
@@ -96,27 +97,6 @@ Examples:
 
 CONFIGS = ("default", "rule")
 CHECKPOINT_SUBDIR = os.path.join("checkpoints", "dae")
-
-
-def checkpoint_fingerprint(path):
-    """The first 8 hex digits of the SHA-256 of the checkpoint's weight files
-    (``adapter_model.safetensors`` then ``arc_head.safetensors``, read as one
-    stream; a legacy checkpoint's ``model.safetensors``), so that scores from
-    different checkpoints under one name have different signatures (``None``
-    for a hub id or a folder without weights)."""
-    import hashlib
-
-    from d2t_metrics.checkpoints import weight_files
-
-    files = weight_files(path) if path else []
-    if not files:
-        return None
-    digest = hashlib.sha256()
-    for f in files:
-        with open(f, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()[:8]
 
 
 def default_model_path():

@@ -6,6 +6,7 @@ import os
 import datasets
 import evaluate
 
+from d2t_metrics.checkpoints import checkpoint_fingerprint
 from d2t_metrics.inputs import REFERENCES
 from d2t_metrics.inputs import TABLE
 from d2t_metrics.inputs import TEXT
@@ -35,6 +36,9 @@ from .scoring import question_score
 from .scoring import reduce_sources
 from .scoring import side_score
 from .scoring import source_score
+
+# 1.1: the span QA checkpoints are read as they were trained (token_type_ids, see qa.py); 1.0 scores differ
+VERSION = "1.1"
 
 _CITATION = """\
 @inproceedings{rebuffel-etal-2021-data,
@@ -188,10 +192,16 @@ def _set_padding(backend, flag):
 
 
 def _label(path):
+    """A model's name in the signature: a hub id as it is; a local checkpoint by its folder name and
+    the fingerprint of its weights (two checkpoints both called text_qa must not share a signature)."""
     if not isinstance(path, (str, os.PathLike)):
         return getattr(path, "name_or_path", None) or type(path).__name__
     path = str(path)
-    return os.path.basename(os.path.normpath(path)) if os.path.isdir(os.path.expanduser(path)) else path
+    folder = os.path.expanduser(path)
+    if not os.path.isdir(folder):
+        return path
+    fingerprint = checkpoint_fingerprint(folder)
+    return os.path.basename(os.path.normpath(path)) + (f"@{fingerprint}" if fingerprint else "")
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
@@ -259,7 +269,7 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
                  f"scores:{'+'.join(LIST_SCORES)}", f"reduction:{options.get('reduction', 'max')}"]
         if options.get("use_references") is False:
             parts.append("refs:no")
-        return "|".join(parts + ["version:1.0"])
+        return "|".join(parts + [f"version:{VERSION}"])
 
     # -- input checks, before evaluate stores anything ---------------------
     def _check_option_values(self, options):

@@ -24,6 +24,14 @@ trained span head (``qa_outputs``), transformers ``Trainer``, windows of
 ``--max-length`` tokens sharing ``--stride`` tokens (:mod:`.qa`), batches of
 similar length. QG models: the shared generator
 (``d2t_metrics.generator.train_generator``) on the prompts of :mod:`.qg`.
+QA examples go through the LoRA model rather than peft's question-answering
+wrapper, whose ``forward`` drops ``token_type_ids``; the recipe records
+whether the model read them (``"token_type_ids"``), and ``SpanQA`` reads a
+checkpoint the same way. ``text-qa --hard-share`` makes that share of the
+unanswerable examples from the question's own paragraph without its answer
+sentence (:func:`.qa_data.without_answer`): a text about the right entity
+that omits the fact asked about, which is what Data-QuestEval's table
+questions meet in an incomplete output.
 The table models start from the text models (``--init``) and mix in
 ``--text-mix`` (25 %) of SQuAD examples so that they keep reading
 questions well; their texts are marked in the data sizes.
@@ -539,6 +547,12 @@ def card_text(recipe: Dict[str, Any], adapter_base: Optional[str] = None) -> str
         front += ["datasets:"] + [f"- {d}" for d in data]
     front.append("---")
     dev = json.dumps(recipe.get("dev_scores", {}), indent=2, ensure_ascii=False)
+    segments = ""
+    if task == QA_TASK:
+        segments = ("\nIt reads the context as segment 1 (`token_type_ids`), as it was trained.\n"
+                    if recipe.get("token_type_ids", True) else
+                    "\nIt was trained with segment 0 everywhere (peft's question-answering wrapper dropped `token_type_ids`), "
+                    "so it is read without them (`\"token_type_ids\": false` in `d2t_config.json`).\n")
     sizes = json.dumps(training, indent=2, ensure_ascii=False, default=str)
     body = f"""
 # {title} for `metrics/data_questeval`
@@ -546,7 +560,7 @@ def card_text(recipe: Dict[str, Any], adapter_base: Optional[str] = None) -> str
 {title} of the project's offline Data-QuestEval (Rebuffel et al., 2021): {what}.
 Base `{base}` with LoRA adapters (PEFT layout{'' if task == 'causal-lm' else ' and a fully trained span head'});
 the recipe (prompts or window settings) is in `d2t_config.json`.
-
+{segments}
 ## Training
 
     {command}

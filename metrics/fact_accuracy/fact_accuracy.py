@@ -6,6 +6,7 @@ import os
 import datasets
 import evaluate
 
+from d2t_metrics.checkpoints import checkpoint_fingerprint
 from d2t_metrics.inputs import REFERENCES
 from d2t_metrics.inputs import TABLE
 from d2t_metrics.inputs import TEXT
@@ -126,23 +127,6 @@ __all__ = ["FactAccuracy", "Extractor", "OpenIEExtractor", "RelationExtractor", 
 GROUND_TRUTHS = ("table", "references")
 # The stored tables column of an example given without a table.
 NO_TABLE = ""
-
-
-def checkpoint_fingerprint(path):
-    """The first 8 hex digits of the SHA-256 of a checkpoint's weight files, or ``None``."""
-    import hashlib
-
-    from d2t_metrics.checkpoints import weight_files
-
-    files = weight_files(path) if path and os.path.isdir(path) else []
-    if not files:
-        return None
-    digest = hashlib.sha256()
-    for f in files:
-        with open(f, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()[:8]
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
