@@ -249,7 +249,7 @@ def train_span_qa(train: Sequence[QAExample], dev: Sequence[QAExample], output: 
     # peft's PeftModelForQuestionAnswering.forward (0.21) drops token_type_ids, so a model trained through
     # it never sees the context's segment ids that it gets at inference; its LoRA model (the same
     # parameters) passes every input on. The Trainer then keeps whole weights in OUT.work (resume only).
-    reads_types = any("token_type_ids" in f for f in features[:1])
+    reads_types = "token_type_ids" in features[0]  # the tokenizer makes them for every window or for none
     trainer = transformers.Trainer(model=model.base_model, args=args, train_dataset=features,
                                    data_collator=_qa_collate(tokenizer.pad_token_id or 0),
                                    callbacks=[_time_budget_callback(max_minutes)])
