@@ -21,6 +21,7 @@ if ROOT not in sys.path:
 from metrics.fact_accuracy import extractors as ex  # noqa: E402
 from metrics.fact_accuracy.facts import Extractor, Fact  # noqa: E402
 from metrics.fact_accuracy.matching import (  # noqa: E402
+    DEFAULT_FUZZY_THRESHOLD,
     Matcher,
     corpus_scores,
     normalize_text,
@@ -150,9 +151,30 @@ def test_fuzzy_threshold():
     assert not Matcher(0.5).same_value("1200", "1201")  # numbers and dates never match fuzzily
     assert not Matcher(0.5).same_value("1923-11-18", "1923-11-19")
     assert not Matcher(0.5).same_value("x" * 1000, "x" * 999)  # longer than FUZZY_MAX_CHARS: exact only
+    # a number inside a name must be the same: another asteroid, another regiment
+    assert not Matcher(0.5).same_value("101 Helena", "102 Helena")
+    assert not Matcher(0.5).same_value("11th Mississippi Infantry", "12th Mississippi Infantry")
+    assert not Matcher(0.5).same_value("Stadio Olimpico 1960", "Stadio_Olimpico_1961")
+    assert Matcher(0.85).same_value("11th Misissippi Infantry", "11th_Mississippi_Infantry")
     for bad in (0, 1.5, -0.1, "0.8", True):
         with pytest.raises(ValueError, match="fuzzy_threshold"):
             Matcher(bad)
+
+
+def test_the_default_fuzzy_threshold_forgives_a_copying_slip(openie_metric):
+    from metrics.fact_accuracy import app
+
+    assert Matcher(DEFAULT_FUZZY_THRESHOLD).same_value("Ururuña National Football Team", "Uruguay_national_football_team")
+    assert not Matcher().same_value("Ururuña National Football Team", "Uruguay_national_football_team")
+    assert app.FUZZY_THRESHOLD == DEFAULT_FUZZY_THRESHOLD
+    text = "Alan Bean was born in Wheeler, Texass."
+    metric = fake_metric({text: [("Alan Bean", "birthPlace", "Wheeler, Texass")]})
+    kwargs = dict(predictions=[text], tables=[BEAN], per_example=True, show_progress=False)
+    assert metric.compute(**kwargs)["examples"][0]["num_supported"] == 1
+    assert metric.compute(**kwargs, fuzzy_threshold=None)["examples"][0]["num_contradicted"] == 1
+    assert f"|fuzzy:{DEFAULT_FUZZY_THRESHOLD}|" in openie_metric.signature()
+    assert "|fuzzy:no|" in openie_metric.signature(fuzzy_threshold=None)
+    assert openie_metric.signature(fuzzy_threshold=0.9, ground_truth="table").endswith("|fuzzy:0.9|gt:table|version:1.1")
 
 
 def test_relations_compare_through_the_schema():

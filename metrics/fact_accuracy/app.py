@@ -23,6 +23,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 NAME = "fact_accuracy"
 SUBFOLDERS = {"end_to_end": "triples", "relations": "relations"}
 ENV = ("FACT_ACCURACY_MODEL", "D2T_MODEL_FACT_ACCURACY")
+# The metric's default (matching.DEFAULT_FUZZY_THRESHOLD; this file imports no sibling, so that the Space runs alone).
+FUZZY_THRESHOLD = 0.85
 
 EXAMPLES = [
     ["Alan_Bean | birthPlace | Wheeler,_Texas\nAlan_Bean | occupation | Test_pilot\nAlan_Bean | birthDate | 1932-03-15",
@@ -188,7 +190,7 @@ def get_metric(config: str = "openie"):
 
 
 def score(table, prediction: str, reference: str = "", config: str = "openie", ground_truth: str = "table",
-          fuzzy_threshold=None) -> str:
+          fuzzy_threshold=FUZZY_THRESHOLD) -> str:
     """HTML for one input; bad input raises ``ValueError``."""
     if not str(prediction or "").strip():
         raise ValueError("enter a generated text")
@@ -240,13 +242,13 @@ def build_demo():
                 with gr.Row():
                     config = gr.Radio(configs, value=configs[0], label="Extractor")
                     ground_truth = gr.Radio(["table", "references"], value="table", label="Ground truth")
-                fuzzy = gr.Slider(0.0, 1.0, value=0.0, step=0.05, label="Fuzzy matching threshold (0 = exact after normalization)")
+                fuzzy = gr.Slider(0.0, 1.0, value=FUZZY_THRESHOLD, step=0.05, label="Fuzzy matching threshold (0 = exact after normalization)")
                 button = gr.Button("Score", variant="primary")
             with gr.Column():
                 output = gr.HTML(label="Facts")
         options = [prediction, reference, config, ground_truth, fuzzy]
         button.click(score_ui, inputs=[*table.inputs, *options], outputs=output)
-        gr.Examples([example_values(e[0]) + [e[1], e[2], configs[0], "table", 0.0] for e in EXAMPLES],
+        gr.Examples([example_values(e[0]) + [e[1], e[2], configs[0], "table", FUZZY_THRESHOLD] for e in EXAMPLES],
                     inputs=[*table.example_inputs, *options], example_labels=["WebNLG triples", "E2E MR", "numbers with units"])
     return demo
 

@@ -82,6 +82,10 @@ def extractor_prf(extractor, entries: Sequence, matcher=None, use_tables: bool =
     return out
 
 
+def _threshold_or_none(value: str) -> Optional[float]:
+    return None if value.strip().lower() in ("none", "no", "off") else float(value)
+
+
 def _default_data() -> str:
     from d2t_metrics.datasets import shared_dir
 
@@ -91,6 +95,7 @@ def _default_data() -> str:
 
 def main(argv=None) -> int:
     from metrics.fact_accuracy.extractors import EXTRACTORS
+    from metrics.fact_accuracy.matching import DEFAULT_FUZZY_THRESHOLD
 
     ap = argparse.ArgumentParser(prog="python -m metrics.fact_accuracy.dev_eval", description=__doc__.split("\n")[0])
     ap.add_argument("--extractor", required=True, choices=EXTRACTORS)
@@ -101,7 +106,8 @@ def main(argv=None) -> int:
                     help="score N entries drawn at random (with --seed) instead: the files are sorted by size, so the first N are all one-triple entries")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--fuzzy-threshold", type=float, default=None)
+    ap.add_argument("--fuzzy-threshold", type=_threshold_or_none, default=DEFAULT_FUZZY_THRESHOLD,
+                    help=f"the matcher's (default {DEFAULT_FUZZY_THRESHOLD}, the metric's; none: exact after normalization)")
     ap.add_argument("--no-tables", action="store_true", help="do not give the extractor the entry's table")
     ap.add_argument("--tokenized-lowercase", action="store_true",
                     help="score the texts lower-cased with punctuation split off, as WebNLG 2017's system outputs are written")
