@@ -490,6 +490,34 @@ def test_table_values_and_their_mentions():
     assert text[start:end] == "Adolfo Suárez Madrid–Barajas Airport"
 
 
+def test_hard_unanswerable_table_is_the_table_without_the_answers_fact():
+    lin = "entity [ Alan Bean ] , birthPlace [ Wheeler , Texas ] , occupation [ Test pilot ] , entity [ NASA ] , country [ US ]"
+
+    def without(value, gold=None):
+        start = lin.index(value)
+        return synthetic.table_without_answer(lin, start, start + len(value), gold or [value])
+
+    assert without("Wheeler , Texas") == "entity [ Alan Bean ] , occupation [ Test pilot ] , entity [ NASA ] , country [ US ]"
+    assert without("US") == "entity [ Alan Bean ] , birthPlace [ Wheeler , Texas ] , occupation [ Test pilot ] , entity [ NASA ]"
+    assert without("Alan Bean") is None  # an entity header: its facts would be orphaned
+    assert without("Test pilot", ["Test pilot", "NASA"]) is None  # another item still answers
+    assert synthetic.table_without_answer(lin, 0, 3, ["x"]) is None  # not inside a value
+    assert synthetic.table_without_answer("name [ A ] , near [ A pub ]", 20, 25, ["A pub"]) == "name [ A ]"
+    assert synthetic.table_without_answer("eatType [ pub ] , near [ The pub ]", 10, 13, ["pub"]) is None
+    rows = [{"key": k, "split": "train", "table": lin, "question": f"q{k}?", "answer": v, "answer_start": lin.index(v)}
+            for k, v in [("a", "Wheeler , Texas"), ("b", "Test pilot"), ("c", "US")]]
+    rows.append({"key": "d", "split": "train", "table": "entity [ Paris ] , country [ France ]", "question": "q?",
+                 "answer": "France", "answer_start": 29})
+    mixed = synthetic.table_qa_examples(rows, unanswerable_ratio=1.0, seed=3, hard_share=1.0)
+    hard = [e for e in mixed if e.source.endswith(":unanswerable:removed")]
+    assert len(hard) == 4 and all(e.answer == "" and e.answer_start == -1 for e in hard)
+    for e in hard:
+        original = next(r for r in rows if r["question"] == e.question)
+        assert original["answer"] not in e.context and e.group == original["key"]
+    assert synthetic.table_qa_examples(rows, unanswerable_ratio=1.0, seed=3) == \
+        synthetic.table_qa_examples(rows, unanswerable_ratio=1.0, seed=3, hard_share=0.0)
+
+
 def test_table_commands_warm_start_from_the_text_models(text_qa, text_qg, mini_shared, tmp_path):
     from d2t_metrics.checkpoints import checkpoint_size
 
@@ -503,7 +531,13 @@ def test_table_commands_warm_start_from_the_text_models(text_qa, text_qg, mini_s
     assert training["table_examples"] == 5 and training["table_unanswerable"] == 2 and training["text_examples"] == 2
     assert training["dev_is_train"] and recipe["dev_scores"]["n"] == 5
     assert training["corpus"]["rows"] == 3 and training["corpus"]["splits"] == {"train": 3}
+    assert "hard_share" not in training
     assert isinstance(load_qa(qa_out), SpanQA)
+    hard_out = str(tmp_path / "table_qa_hard")
+    argv = ["table-qa", "--corpus", corpus, "--init", text_qa, "--out", hard_out, "--shared", mini_shared, "--hard-share", "1"] + QA_TRAIN_OPTS
+    assert train.main(argv) == 0
+    training = _recipe(hard_out)["training"]
+    assert training["hard_share"] == 1.0 and 1 <= training["table_unanswerable_removed"] <= training["table_unanswerable"]
     qg_out = str(tmp_path / "table_qg")
     argv = ["table-qg", "--corpus", corpus, "--init", text_qg, "--out", qg_out, "--shared", mini_shared, "--qa", qa_out] + QG_TRAIN_OPTS
     assert train.main(argv) == 0

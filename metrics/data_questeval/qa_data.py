@@ -34,7 +34,7 @@ import os
 import random
 import re
 from dataclasses import dataclass, field, replace
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from .qa import normalize_answer
 
@@ -94,33 +94,44 @@ def qa_examples(questions: Sequence[SquadQuestion]) -> List[QAExample]:
             for q in questions]
 
 
-def without_answer(context: str, answer_start: int, answer_end: int, gold: Sequence[str]) -> Optional[str]:
-    """``context`` less the sentences that overlap ``[answer_start, answer_end)``,
-    or ``None`` when nothing is left or what is left may still answer: it
-    contains one of the ``gold`` answers (normalized) or half or more of one's
-    words ("Muslim League" left where the gold is "All India Muslim League")."""
-    spans = sentence_spans(context)
-    kept = [context[s:e].strip() for s, e in spans if not (e > answer_start and s < answer_end)]
-    if not kept or len(kept) == len(spans):
-        return None
-    rest = " ".join(kept)
+def may_still_answer(rest: str, gold: Sequence[str]) -> bool:
+    """Whether ``rest`` (a context with the answer taken out) still contains
+    one of the ``gold`` answers (normalized), or half or more of one's words
+    ("Muslim League" left where the gold is "All India Muslim League")."""
     norm = normalize_answer(rest)
     words = set(norm.split())
     for answer in gold:
         g = normalize_answer(answer)
         if g and (g in norm or 2 * sum(w in words for w in g.split()) >= len(g.split())):
-            return None
-    return rest if norm else None
+            return True
+    return False
+
+
+def without_answer(context: str, answer_start: int, answer_end: int, gold: Sequence[str]) -> Optional[str]:
+    """``context`` less the sentences that overlap ``[answer_start, answer_end)``,
+    or ``None`` when nothing is left or what is left may still answer
+    (:func:`may_still_answer`)."""
+    spans = sentence_spans(context)
+    kept = [context[s:e].strip() for s, e in spans if not (e > answer_start and s < answer_end)]
+    if not kept or len(kept) == len(spans):
+        return None
+    rest = " ".join(kept)
+    if not normalize_answer(rest) or may_still_answer(rest, gold):
+        return None
+    return rest
 
 
 def add_unanswerable(examples: Sequence[QAExample], ratio: float = UNANSWERABLE_RATIO, seed: int = 13,
-                     contexts: Optional[Sequence[Tuple[str, str]]] = None, hard_share: float = 0.0) -> List[QAExample]:
+                     contexts: Optional[Sequence[Tuple[str, str]]] = None, hard_share: float = 0.0,
+                     remove_answer: Callable[[str, int, int, Sequence[str]], Optional[str]] = without_answer) -> List[QAExample]:
     """``examples`` plus ``round(ratio * answerable)`` unanswerable ones (module
     docstring), shuffled with ``seed``. ``contexts`` are the (group, context)
     pairs to draw from (default: those of ``examples``). ``hard_share`` of
-    them (where the paragraph allows it) are the question's own paragraph
-    without its answer, marked ``source`` ``"…:unanswerable:removed"``; the
-    same ``seed`` with ``hard_share`` 0 gives the same data as before it existed."""
+    them (where the context allows it) are the question's own context
+    without its answer (``remove_answer``: :func:`without_answer` for a
+    paragraph; a table's is ``synthetic.table_without_answer``), marked
+    ``source`` ``"…:unanswerable:removed"``; the same ``seed`` with
+    ``hard_share`` 0 gives the same data as before it existed."""
     if not 0.0 <= hard_share <= 1.0:
         raise ValueError(f"hard_share must be in [0, 1], got {hard_share}")
     rng = random.Random(seed)
@@ -134,7 +145,7 @@ def add_unanswerable(examples: Sequence[QAExample], ratio: float = UNANSWERABLE_
         n_hard = int(round(hard_share * len(chosen)))
         for k, e in enumerate(chosen):
             if k < n_hard and e.answer_start >= 0:
-                rest = without_answer(e.context, e.answer_start, e.answer_start + len(e.answer), e.gold or [e.answer])
+                rest = remove_answer(e.context, e.answer_start, e.answer_start + len(e.answer), e.gold or [e.answer])
                 if rest is not None:
                     negatives.append(replace(e, context=rest, answer="", answer_start=-1,
                                              source=e.source + ":unanswerable:removed", gold=[]))

@@ -49,6 +49,7 @@ from .qa import squad_f1
 from .qa_data import QAExample
 from .qa_data import QGPair
 from .qa_data import add_unanswerable
+from .qa_data import may_still_answer
 from .qg import TableValue
 from .qg import table_values
 
@@ -279,16 +280,49 @@ def corpus_stats(rows: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
 # ---------------------------------------------------------------- training data from a corpus
 
 
+def _closing_bracket(linearized: str, after: int) -> int:
+    """The offset just past the ``]`` that closes the item whose value ends at ``after``."""
+    return linearized.index("]", after) + 1
+
+
+def table_without_answer(linearized: str, answer_start: int, answer_end: int, gold: Sequence[str]) -> Optional[str]:
+    """The linearized table less the ``key [ value ]`` item that holds
+    ``[answer_start, answer_end)``: the same entity's other facts, without
+    the one asked about. ``None`` when the answer is in no item, is an
+    ``entity [ … ]`` header (dropping it would orphan the entity's facts), or
+    the rest may still answer (:func:`qa_data.may_still_answer`: the value
+    is stated by another item too).
+
+    >>> table_without_answer("entity [ Alan Bean ] , birthPlace [ Wheeler ] , occupation [ Test pilot ]", 36, 43, ["Wheeler"])
+    'entity [ Alan Bean ] , occupation [ Test pilot ]'
+    """
+    values = table_values(linearized)
+    hit = next((k for k, v in enumerate(values) if v.start <= answer_start < v.end and answer_end <= v.end), None)
+    if hit is None:
+        return None
+    item_start = _closing_bracket(linearized, values[hit - 1].end) if hit else 0
+    item_end = _closing_bracket(linearized, values[hit].end)
+    key = linearized[item_start:values[hit].start].strip(" ,[")
+    if key.strip() == "entity":
+        return None
+    rest = (linearized[:item_start] + linearized[item_end:]).strip(" ,")
+    if not rest or may_still_answer(rest, gold):
+        return None
+    return rest
+
+
 def table_qa_examples(rows: Sequence[Dict[str, Any]], split: Optional[str] = None, unanswerable_ratio: float = 0.5,
-                      seed: int = 13) -> List[QAExample]:
+                      seed: int = 13, hard_share: float = 0.0) -> List[QAExample]:
     """Table QA examples of the rows of ``split`` (all rows when None): each
     (question, table, value) answerable, plus ``unanswerable_ratio`` × as many
     questions paired with the table of another entry that lacks the value
-    (:func:`qa_data.add_unanswerable`)."""
+    (:func:`qa_data.add_unanswerable`), ``hard_share`` of them instead with
+    their own table less the fact that holds the answer
+    (:func:`table_without_answer`)."""
     chosen = [r for r in rows if split is None or r["split"] == split]
     examples = [QAExample(r["question"], r["table"], r["answer"], int(r["answer_start"]), r["key"], CORPUS_SOURCE, [r["answer"]])
                 for r in chosen]
-    return add_unanswerable(examples, unanswerable_ratio, seed=seed)
+    return add_unanswerable(examples, unanswerable_ratio, seed=seed, hard_share=hard_share, remove_answer=table_without_answer)
 
 
 def table_qg_pairs(rows: Sequence[Dict[str, Any]], split: Optional[str] = None) -> List[QGPair]:

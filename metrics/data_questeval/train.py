@@ -31,7 +31,10 @@ checkpoint the same way. ``text-qa --hard-share`` makes that share of the
 unanswerable examples from the question's own paragraph without its answer
 sentence (:func:`.qa_data.without_answer`): a text about the right entity
 that omits the fact asked about, which is what Data-QuestEval's table
-questions meet in an incomplete output.
+questions meet in an incomplete output. ``table-qa --hard-share`` does the
+same on the table side: the question's own table without the fact that
+holds the answer (:func:`.synthetic.table_without_answer`), what a text's
+questions meet when the text states something the table does not.
 The table models start from the text models (``--init``) and mix in
 ``--text-mix`` (25 %) of SQuAD examples so that they keep reading
 questions well; their texts are marked in the data sizes.
@@ -460,8 +463,8 @@ def cmd_table_qa(args, argv) -> Dict[str, Any]:
     from metrics.data_questeval.synthetic import table_qa_examples
 
     rows = _corpus(args)
-    train = table_qa_examples(rows, "train", args.unanswerable_ratio, seed=args.seed)
-    dev = table_qa_examples(rows, "dev", args.unanswerable_ratio, seed=args.seed + 1)
+    train = table_qa_examples(rows, "train", args.unanswerable_ratio, seed=args.seed, hard_share=args.hard_share)
+    dev = table_qa_examples(rows, "dev", args.unanswerable_ratio, seed=args.seed + 1, hard_share=args.hard_share)
     dev_is_train = not dev
     if dev_is_train:  # a corpus too small to hold dev entries (tests): scored on training rows, and marked so
         dev = train[: args.max_dev or None]
@@ -478,6 +481,8 @@ def cmd_table_qa(args, argv) -> Dict[str, Any]:
         "table_examples": len(train), "table_unanswerable": sum(not e.answerable for e in train), "text_examples": len(text),
         "text_mix": args.text_mix, "unanswerable_ratio": args.unanswerable_ratio, "dev_examples": len(dev),
         "dev_is_train": dev_is_train, "corpus": _corpus_provenance(args.corpus, rows)}}
+    if args.hard_share:  # recorded only when used, so that older recipes read the same
+        meta["training"].update(hard_share=args.hard_share, table_unanswerable_removed=sum(e.source.endswith(":removed") for e in train))
     return train_span_qa(mixed, dev, args.out, meta, base=base, init=args.init, steps=args.steps, batch_size=args.batch_size,
                          learning_rate=args.lr, max_length=args.max_length, stride=args.stride, lora_r=args.lora_r, seed=args.seed,
                          max_minutes=args.max_minutes, save_every=args.save_every, show_progress=not args.no_progress,
@@ -681,6 +686,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--init", default=None, help="warm-start from the text QA checkpoint (recommended)")
     p.add_argument("--text-mix", type=float, default=0.25, help="share of SQuAD examples in the training set")
     p.add_argument("--max-dev", type=int, default=0, help="dev examples scored (0: all)")
+    p.add_argument("--hard-share", type=float, default=0.0,
+                   help="share of the table examples' unanswerable ones made from the question's own table without the "
+                        "fact that holds the answer (synthetic.table_without_answer; also in the dev set)")
 
     p = sub.add_parser("table-qg", help="step 4: the table QG on the synthetic corpus")
     common(p, steps=150, batch_size=8, lr=3e-4, max_length=192, save_every=25)
