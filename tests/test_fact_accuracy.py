@@ -230,6 +230,21 @@ def test_nothing_verifiable_scores_none():
     assert corpus_scores([s])["accuracy"] is None and corpus_scores([s])["mean_accuracy"] is None
 
 
+def test_a_long_text_compares_each_distinct_subject_once(monkeypatch):
+    # a megabyte text yields thousands of facts about a few subjects; with fuzzy
+    # matching (the default) each query subject meets each table subject once
+    calls = []
+    same_value = Matcher.same_value
+    monkeypatch.setattr(Matcher, "same_value", lambda self, a, b: calls.append((a, b)) or same_value(self, a, b))
+    generated = [(f"Alan Bean {i % 3}", "p", f"value {i}") for i in range(3000)]
+    truth = [(f"Alan_Bean_{i % 5}", "p", f"value {i}") for i in range(50)]
+    res = score_facts(generated, truth, Matcher(0.85))
+    subject_pairs = {(a, b) for a, b in calls if a.startswith("Alan") and b.startswith("Alan")}
+    assert len([c for c in calls if c in subject_pairs]) <= 2 * (3 * 5 + 5 * 3)
+    # fact i is supported when i < 50 and i % 3 == i % 5 (the subjects' digits must agree): i % 15 in {0, 1, 2}
+    assert res["num_supported"] == 12 and res["recall"] == pytest.approx(12 / 50)
+
+
 def test_fuzzy_matching_in_scoring():
     truth = [("Alan_Bean", "birthPlace", "Wheeler,_Texas")]
     assert score_facts([("Alan Bean", "birthPlace", "Wheeler Texs")], truth)["score"] == 0.0

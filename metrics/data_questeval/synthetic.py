@@ -303,7 +303,7 @@ def table_without_answer(linearized: str, answer_start: int, answer_end: int, go
     item_start = _closing_bracket(linearized, values[hit - 1].end) if hit else 0
     item_end = _closing_bracket(linearized, values[hit].end)
     key = linearized[item_start:values[hit].start].strip(" ,[")
-    if key.strip() == "entity":
+    if key == "entity":
         return None
     rest = (linearized[:item_start] + linearized[item_end:]).strip(" ,")
     if not rest or may_still_answer(rest, gold):

@@ -456,13 +456,16 @@ def unique_facts(facts: Iterable, matcher: Matcher) -> List[Fact]:
 
 class _Index:
     """Facts grouped by relation key (and subject key when matching is exact),
-    so that a text is compared with the facts that could match, not with all."""
+    so that a text is compared with the facts that could match, not with all.
+    Within a group, each distinct subject is compared once per query subject
+    (a long text repeats its subjects: fuzzy comparisons are the cost)."""
 
     def __init__(self, facts: Sequence[Fact], matcher: Matcher):
         self.matcher = matcher
-        self.groups: Dict[Tuple[str, ...], List[Fact]] = {}
-        for f in facts:
-            self.groups.setdefault(self._key(f), []).append(f)
+        self.groups: Dict[Tuple[str, ...], Dict[str, List[Tuple[int, Fact]]]] = {}
+        for i, f in enumerate(facts):
+            self.groups.setdefault(self._key(f), {}).setdefault(f.subject, []).append((i, f))
+        self._subjects: Dict[Tuple[Tuple[str, ...], str], List[List[Tuple[int, Fact]]]] = {}
 
     def _key(self, f: Fact) -> Tuple[str, ...]:
         if self.matcher.fuzzy_threshold is None:
@@ -470,7 +473,13 @@ class _Index:
         return (relation_key(f.relation),)
 
     def same_subject_relation(self, f: Fact) -> List[Fact]:
-        return [g for g in self.groups.get(self._key(f), ()) if self.matcher.same_subject_relation(f, g)]
+        key = self._key(f)
+        subjects = self._subjects.get((key, f.subject))
+        if subjects is None:
+            subjects = [facts for subject, facts in self.groups.get(key, {}).items() if self.matcher.same_value(f.subject, subject)]
+            self._subjects[(key, f.subject)] = subjects
+        hits = sorted(p for facts in subjects for p in facts if self.matcher.same_relation(f.relation, p[1].relation))
+        return [g for _, g in hits]
 
 
 def score_facts(generated: Iterable, truth: Iterable, matcher: Optional[Matcher] = None) -> Dict[str, object]:
