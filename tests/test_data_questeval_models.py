@@ -518,6 +518,69 @@ def test_hard_unanswerable_table_is_the_table_without_the_answers_fact():
         synthetic.table_qa_examples(rows, unanswerable_ratio=1.0, seed=3, hard_share=0.0)
 
 
+def _text_rows():
+    lin = "entity [ Alan Bean ] , birthPlace [ Wheeler , Texas ] , occupation [ Test pilot ]"
+    return [
+        {"key": "a", "split": "train", "table": lin, "question": "Where was Alan Bean born?", "answer": "Wheeler , Texas",
+         "text": "Alan Bean was a test pilot. He was born in Wheeler, Texas.", "text_answer": "Wheeler, Texas"},
+        {"key": "b", "split": "train", "table": "entity [ Alan Bean ] , occupation [ Test pilot ]",
+         "question": "What was Alan Bean's job?", "answer": "Test pilot", "text": "Alan Bean worked as a test pilot.",
+         "text_answer": "test pilot"},
+        {"key": "c", "split": "train", "table": "entity [ Alan Bean ] , nationality [ United States ]",
+         "question": "What was Alan Bean's nationality?", "answer": "United States", "text": "Alan Bean was American.",
+         "text_answer": "American"},
+        {"key": "d", "split": "dev", "table": "entity [ Paris ] , country [ France ]", "question": "Where is Paris?",
+         "answer": "France", "text": "Paris is in France.", "text_answer": "France"},
+        {"key": "e", "split": "train", "table": "entity [ Rome ] , country [ Italy ]", "question": "Where is Rome?",
+         "answer": "Italy", "text": "Rome is in Italy.", "text_answer": "Italy"},
+    ]
+
+
+def test_in_domain_text_qa_examples_are_text_spans_with_same_subject_negatives():
+    rows = _text_rows()
+    assert synthetic.table_subject(rows[0]["table"]) == "Alan Bean" and synthetic.table_subject("name [ A ]") == ""
+    remove = synthetic.same_subject_text(rows, seed=1)
+    first = rows[0]["text"]
+    start = first.index("Wheeler")
+    # two sentences: the answer's own is taken out
+    assert remove(first, start, start + len("Wheeler, Texas"), ["Wheeler, Texas"]) == "Alan Bean was a test pilot."
+    # one sentence: another text about Alan Bean that does not hold the answer ("test pilot" is in the first)
+    one = rows[1]["text"]
+    got = {remove(one, one.index("test"), one.index("test") + 10, ["test pilot"]) for _ in range(10)}
+    assert got == {"Alan Bean was American."}
+    assert remove("Rome is in Italy.", 11, 16, ["Italy"]) is None  # no other text about Rome
+
+    train = synthetic.text_qa_examples(rows, "train", unanswerable_ratio=1.0, seed=3, hard_share=1.0)
+    answerable = [e for e in train if e.answerable]
+    assert len(answerable) == 4 and {e.group for e in answerable} == {"a", "b", "c", "e"}
+    for e in answerable:
+        assert e.context[e.answer_start: e.answer_start + len(e.answer)] == e.answer
+        assert e.source == synthetic.CORPUS_TEXT_SOURCE
+    for e in train:
+        if not e.answerable:
+            original = next(r for r in rows if r["question"] == e.question)
+            assert original["text_answer"].lower() not in e.context.lower() and e.context != original["text"]
+    hard = [e for e in train if e.source.endswith(":unanswerable:removed")]
+    about_bean = {r["text"] for r in rows[:3]} | {"Alan Bean was a test pilot."}
+    assert {e.context for e in hard} <= about_bean
+    assert len(hard) == 3  # Rome has no other text: its negative is another entry's text
+    dev = synthetic.text_qa_examples(rows, "dev")
+    assert [e.group for e in dev if e.answerable] == ["d"]
+
+
+def test_text_qa_command_trains_on_the_corpus_texts_when_given_one(tiny_encoder, mini_shared, tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(dict(r, answer_start=r["table"].index(r["answer"]))) + "\n" for r in _text_rows()))
+    out = str(tmp_path / "qa")
+    argv = ["text-qa", "--out", out, "--shared", mini_shared, "--base", tiny_encoder, "--corpus", str(corpus), "--hard-share", "1"]
+    assert train.main(argv + QA_TRAIN_OPTS) == 0
+    recipe = _recipe(out)
+    training = recipe["training"]
+    assert training["webnlg_examples"] == 4 + training["webnlg_unanswerable"] and training["webnlg_unanswerable_removed"] >= 2
+    assert training["corpus"]["rows"] == 5 and "--corpus" in training["command"]
+    assert recipe["dev_scores_webnlg"]["answerable"]["n"] == 1 and recipe["dev_scores"]["n"] > 1
+
+
 def test_table_commands_warm_start_from_the_text_models(text_qa, text_qg, mini_shared, tmp_path):
     from d2t_metrics.checkpoints import checkpoint_size
 

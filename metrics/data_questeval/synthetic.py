@@ -50,6 +50,7 @@ from .qa_data import QAExample
 from .qa_data import QGPair
 from .qa_data import add_unanswerable
 from .qa_data import may_still_answer
+from .qa_data import without_answer
 from .qg import TableValue
 from .qg import table_values
 
@@ -57,6 +58,7 @@ F1_THRESHOLD = 0.5
 MAX_ANSWERS_PER_TEXT = 4
 DEV_FRACTION = 0.05
 CORPUS_SOURCE = "webnlg-synthetic"
+CORPUS_TEXT_SOURCE = "webnlg-synthetic-text"
 
 
 def _ascii_with_positions(text: str) -> Tuple[str, List[int]]:
@@ -323,6 +325,59 @@ def table_qa_examples(rows: Sequence[Dict[str, Any]], split: Optional[str] = Non
     examples = [QAExample(r["question"], r["table"], r["answer"], int(r["answer_start"]), r["key"], CORPUS_SOURCE, [r["answer"]])
                 for r in chosen]
     return add_unanswerable(examples, unanswerable_ratio, seed=seed, hard_share=hard_share, remove_answer=table_without_answer)
+
+
+def table_subject(linearized: str) -> str:
+    """The first entity of a linearized table (``entity [ X ]``), "" when it has none."""
+    m = re.match(r"\s*entity \[ (.*?) \]", linearized)
+    return m.group(1) if m else ""
+
+
+def same_subject_text(rows: Sequence[Dict[str, Any]], seed: int = 13) -> Callable[[str, int, int, Sequence[str]], Optional[str]]:
+    """A ``remove_answer`` for :func:`qa_data.add_unanswerable` on the corpus's
+    texts: the text less its answer's sentence (:func:`qa_data.without_answer`)
+    where it has another sentence, else the text of another entry about the
+    same first entity that does not contain the answer (normalized, nor half
+    its words). WebNLG texts are one to three sentences, so the second is
+    most of them: a text about the right entity that omits the fact asked
+    about, which is what a system output that omits a fact looks like."""
+    rng = random.Random(seed)
+    subject_of: Dict[str, str] = {}
+    texts_of: Dict[str, List[str]] = collections.defaultdict(list)
+    for r in rows:
+        if r["text"] not in subject_of:
+            subject_of[r["text"]] = subj = table_subject(r["table"])
+            if subj:
+                texts_of[subj].append(r["text"])
+
+    def remove(text: str, answer_start: int, answer_end: int, gold: Sequence[str]) -> Optional[str]:
+        rest = without_answer(text, answer_start, answer_end, gold)
+        if rest is not None:
+            return rest
+        others = [t for t in texts_of.get(subject_of.get(text, ""), []) if t != text and not may_still_answer(t, gold)]
+        return rng.choice(others) if others else None
+
+    return remove
+
+
+def text_qa_examples(rows: Sequence[Dict[str, Any]], split: Optional[str] = None, unanswerable_ratio: float = 0.5,
+                     seed: int = 13, hard_share: float = 0.0) -> List[QAExample]:
+    """In-domain textual QA examples of the rows of ``split``: each question
+    asked on the WebNLG text it was written from, answered by the text's span
+    of the value (``text_answer``), plus unanswerable ones as
+    :func:`qa_data.add_unanswerable` makes them, ``hard_share`` of them
+    from :func:`same_subject_text`. These are the texts Data-QuestEval's
+    textual QA reads at evaluation time (short descriptions of a few facts),
+    which SQuAD's Wikipedia paragraphs are not."""
+    chosen = [r for r in rows if split is None or r["split"] == split]
+    examples = []
+    for r in chosen:
+        start = r["text"].find(r["text_answer"])
+        if start >= 0:
+            examples.append(QAExample(r["question"], r["text"], r["text_answer"], start, r["key"], CORPUS_TEXT_SOURCE,
+                                      [r["text_answer"]]))
+    return add_unanswerable(examples, unanswerable_ratio, seed=seed, hard_share=hard_share,
+                            remove_answer=same_subject_text(rows, seed))
 
 
 def table_qg_pairs(rows: Sequence[Dict[str, Any]], split: Optional[str] = None) -> List[QGPair]:

@@ -31,7 +31,13 @@ checkpoint the same way. ``text-qa --hard-share`` makes that share of the
 unanswerable examples from the question's own paragraph without its answer
 sentence (:func:`.qa_data.without_answer`): a text about the right entity
 that omits the fact asked about, which is what Data-QuestEval's table
-questions meet in an incomplete output. ``table-qa --hard-share`` does the
+questions meet in an incomplete output. ``text-qa --corpus`` adds the
+synthetic corpus's questions asked on the WebNLG texts they were written
+from (:func:`.synthetic.text_qa_examples`): short descriptions of a few
+facts, the texts the textual QA reads at evaluation time, whose hard
+unanswerable examples are the text without its answer's sentence or
+another text about the same entity (:func:`.synthetic.same_subject_text`).
+``table-qa --hard-share`` does the
 same on the table side: the question's own table without the fact that
 holds the answer (:func:`.synthetic.table_without_answer`), what a text's
 questions meet when the text states something the table does not.
@@ -218,11 +224,12 @@ def train_span_qa(train: Sequence[QAExample], dev: Sequence[QAExample], output: 
                   base: str = DEFAULT_QA_BASE, init: Optional[str] = None, steps: int = 500, batch_size: int = 16,
                   learning_rate: float = 5e-4, max_length: int = 256, stride: int = 96, lora_r: int = 16, seed: int = 13,
                   max_minutes: Optional[float] = None, save_every: int = 50, show_progress: bool = True,
-                  eval_batch_size: int = 32) -> Dict[str, Any]:
+                  eval_batch_size: int = 32, extra_dev: Optional[Dict[str, Sequence[QAExample]]] = None) -> Dict[str, Any]:
     """Fine-tune the span QA model (LoRA + ``qa_outputs``) with transformers'
     ``Trainer``, resumable from ``output + ".work"``; when all ``steps`` are
     done, score ``dev`` and save the checkpoint (task ``question-answering``)
-    with the scores in its recipe. Returns the training log."""
+    with the scores in its recipe (and each ``extra_dev`` set's, as
+    ``dev_scores_<name>``). Returns the training log."""
     import transformers
 
     from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, resolve_model_name_for, save_checkpoint, warm_start
@@ -273,9 +280,11 @@ def train_span_qa(train: Sequence[QAExample], dev: Sequence[QAExample], output: 
                               warm_start=shown_path(init) if init else None)
     qa = SpanQA.from_model(tokenizer, model.base_model, recipe)  # base_model: as trained (token types passed on)
     recipe["dev_scores"] = qa_dev_scores(qa, dev, batch_size=eval_batch_size)
+    for name, examples in (extra_dev or {}).items():
+        recipe[f"dev_scores_{name}"] = qa_dev_scores(qa, examples, batch_size=eval_batch_size)
     tokenizer.model_max_length = max_length
     save_checkpoint(model, output, recipe, tokenizer=tokenizer)
-    log["dev_scores"] = recipe["dev_scores"]
+    log.update({k: v for k, v in recipe.items() if k.startswith("dev_scores")})
     return log
 
 
@@ -394,10 +403,22 @@ def cmd_text_qa(args, argv) -> Dict[str, Any]:
         "unanswerable_ratio": args.unanswerable_ratio, "dev_examples": len(dev)}}
     if args.hard_share:  # recorded only when used, so that older recipes read the same
         meta["training"].update(hard_share=args.hard_share, unanswerable_removed=sum(e.source.endswith(":removed") for e in train))
+    extra_dev = {}
+    if args.corpus:
+        from metrics.data_questeval.synthetic import text_qa_examples
+
+        rows = _corpus(args)
+        webnlg = text_qa_examples(rows, "train", args.unanswerable_ratio, seed=args.seed, hard_share=args.hard_share)
+        extra_dev["webnlg"] = text_qa_examples(rows, "dev", args.unanswerable_ratio, seed=args.seed + 1, hard_share=args.hard_share)
+        train = sample(train + webnlg, 0, args.seed)
+        meta["training"].update(webnlg_examples=len(webnlg), webnlg_unanswerable=sum(not e.answerable for e in webnlg),
+                                webnlg_unanswerable_removed=sum(e.source.endswith(":removed") for e in webnlg),
+                                examples=len(train), corpus=_corpus_provenance(args.corpus, rows),
+                                webnlg_dev_data=f"{shown_path(args.corpus)} (split dev): questions asked on their WebNLG texts")
     return train_span_qa(train, dev, args.out, meta, base=args.base, init=args.init, steps=args.steps, batch_size=args.batch_size,
                          learning_rate=args.lr, max_length=args.max_length, stride=args.stride, lora_r=args.lora_r, seed=args.seed,
                          max_minutes=args.max_minutes, save_every=args.save_every, show_progress=not args.no_progress,
-                         eval_batch_size=args.eval_batch_size)
+                         eval_batch_size=args.eval_batch_size, extra_dev=extra_dev)
 
 
 def cmd_text_qg(args, argv) -> Dict[str, Any]:
@@ -652,6 +673,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hard-share", type=float, default=0.0,
                    help="share of the unanswerable examples made from the question's own paragraph without its answer "
                         "(qa_data.add_unanswerable; also in the dev set)")
+    p.add_argument("--corpus", default=None,
+                   help="also train on the synthetic corpus's questions asked on their WebNLG texts "
+                        "(synthetic.text_qa_examples; its dev split is scored as dev_scores_webnlg)")
 
     p = sub.add_parser("text-qg", help="step 1: the textual QG (the shared generator) on SQuAD v1.1")
     common(p, steps=150, batch_size=8, lr=3e-4, max_length=160, save_every=25)
