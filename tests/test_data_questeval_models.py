@@ -539,6 +539,7 @@ def _text_rows():
 def test_in_domain_text_qa_examples_are_text_spans_with_same_subject_negatives():
     rows = _text_rows()
     assert synthetic.table_subject(rows[0]["table"]) == "Alan Bean" and synthetic.table_subject("name [ A ]") == ""
+    assert synthetic.table_subject("entity [ A [ b ] , x [ y ]") == "A [ b" and synthetic.table_subject("<br>") == ""
     remove = synthetic.same_subject_text(rows, seed=1)
     first = rows[0]["text"]
     start = first.index("Wheeler")
@@ -566,6 +567,10 @@ def test_in_domain_text_qa_examples_are_text_spans_with_same_subject_negatives()
     assert len(hard) == 3  # Rome has no other text: its negative is another entry's text
     dev = synthetic.text_qa_examples(rows, "dev")
     assert [e.group for e in dev if e.answerable] == ["d"]
+    # a train question's negative is never a dev text, even about the same entity
+    rows.append(dict(rows[2], key="f", split="dev", text="Alan Bean flew on Apollo 12."))
+    train = synthetic.text_qa_examples(rows, "train", unanswerable_ratio=1.0, seed=3, hard_share=1.0)
+    assert all(e.context != "Alan Bean flew on Apollo 12." for e in train)
 
 
 def test_text_qa_command_trains_on_the_corpus_texts_when_given_one(tiny_encoder, mini_shared, tmp_path):

@@ -328,9 +328,12 @@ def table_qa_examples(rows: Sequence[Dict[str, Any]], split: Optional[str] = Non
 
 
 def table_subject(linearized: str) -> str:
-    """The first entity of a linearized table (``entity [ X ]``), "" when it has none."""
-    m = re.match(r"\s*entity \[ (.*?) \]", linearized)
-    return m.group(1) if m else ""
+    """The first entity of a linearized table (its leading ``entity [ X ]``
+    item, read by :func:`table_values`), "" when it does not start with one."""
+    values = table_values(linearized)
+    if not values or linearized[:values[0].start].strip(" [") != "entity":
+        return ""
+    return values[0].value
 
 
 def same_subject_text(rows: Sequence[Dict[str, Any]], seed: int = 13) -> Callable[[str, int, int, Sequence[str]], Optional[str]]:
@@ -376,8 +379,9 @@ def text_qa_examples(rows: Sequence[Dict[str, Any]], split: Optional[str] = None
         if start >= 0:
             examples.append(QAExample(r["question"], r["text"], r["text_answer"], start, r["key"], CORPUS_TEXT_SOURCE,
                                       [r["text_answer"]]))
+    # negatives come from the same split's texts, so that no dev text is seen in training
     return add_unanswerable(examples, unanswerable_ratio, seed=seed, hard_share=hard_share,
-                            remove_answer=same_subject_text(rows, seed))
+                            remove_answer=same_subject_text(chosen, seed))
 
 
 def table_qg_pairs(rows: Sequence[Dict[str, Any]], split: Optional[str] = None) -> List[QGPair]:
