@@ -174,7 +174,7 @@ def test_the_default_fuzzy_threshold_forgives_a_copying_slip(openie_metric):
     assert metric.compute(**kwargs, fuzzy_threshold=None)["examples"][0]["num_contradicted"] == 1
     assert f"|fuzzy:{DEFAULT_FUZZY_THRESHOLD}|" in openie_metric.signature()
     assert "|fuzzy:no|" in openie_metric.signature(fuzzy_threshold=None)
-    assert openie_metric.signature(fuzzy_threshold=0.9, ground_truth="table").endswith("|fuzzy:0.9|gt:table|version:1.1")
+    assert openie_metric.signature(fuzzy_threshold=0.9, ground_truth="table").endswith("|fuzzy:0.9|gt:table|version:1.2")
 
 
 def test_relations_compare_through_the_schema():
@@ -376,6 +376,20 @@ def test_end_to_end_extractor_parses_windows(tiny_triples, monkeypatch):
     assert len(seen) == 1 + 3 and all(p.startswith("Extract the facts") for p in seen)
 
 
+def test_end_to_end_extractor_restores_the_form_of_lowercased_texts_with_a_table(tiny_triples, monkeypatch):
+    x = ex.load_extractor("end_to_end", model=tiny_triples, device="cpu")
+    seen = []
+    monkeypatch.setattr(x, "generate", lambda prompts, show_progress=True: seen.extend(prompts) or [""] * len(prompts))
+    text = "alan bean was born in wheeler , texas ."
+    x.extract([text, "Alan bean was born in wheeler."], tables=[BEAN, BEAN], show_progress=False)
+    x.extract(["alan bean flew ."], show_progress=False)  # no table: nothing to recase from
+    assert [p.split("Text: ")[1].split("\n")[0] for p in seen] == [
+        "Alan Bean was born in Wheeler, Texas.", "Alan bean was born in wheeler.", "alan bean flew ."]
+    x.restore_form, seen[:] = False, []
+    x.extract([text], tables=[BEAN], show_progress=False)
+    assert seen[0].split("Text: ")[1].startswith(text)
+
+
 def test_end_to_end_metric_with_a_tiny_generator(tiny_triples, monkeypatch):
     metric = evaluate.load(METRIC, model=tiny_triples, device="cpu")
     assert metric.extractor_name == "end_to_end" and metric.uses_model
@@ -385,7 +399,9 @@ def test_end_to_end_metric_with_a_tiny_generator(tiny_triples, monkeypatch):
     monkeypatch.setattr(metric.extractor, "generate", lambda prompts, show_progress=True: ["Alan Bean | birthPlace | Wheeler, Texas ; Alan Bean | birthPlace | Boston"] * len(prompts))
     res = metric.compute(predictions=["Alan Bean was born in Wheeler."], tables=[BEAN], per_example=True, show_progress=False)
     assert (res["accuracy"], res["recall"], res["supported"], res["contradicted"]) == (0.5, 0.5, 1, 1)
-    assert "triples@" in metric.signature()
+    assert "triples@" in metric.signature() and "|form:restored|" in metric.signature()
+    as_written = evaluate.load(METRIC, model=tiny_triples, device="cpu", restore_form=False)
+    assert "|form:as-written|" in as_written.signature() and as_written.extractor.restore_form is False
 
 
 def test_missing_checkpoint_is_a_clear_error(tmp_path, monkeypatch):

@@ -3,7 +3,7 @@ WebNLG 2017 lexicalizations (the measure of the paper's Table 3, on WebNLG).
 
     python -m metrics.fact_accuracy.dev_eval --extractor end_to_end|relations|openie \\
         [--model PATH] [--data ../shared/data/webnlg2017/xml/dev] [--limit N] \\
-        [--batch-size 32] [--fuzzy-threshold T] [--no-tables] [--tokenized-lowercase] [--device cpu]
+        [--batch-size 32] [--fuzzy-threshold T] [--no-tables] [--tokenized-lowercase] [--no-restore-form] [--device cpu]
 
 Every lexicalization of every entry is one text; its gold facts are the
 entry's (modified) triples. A predicted fact is correct when a gold triple
@@ -111,6 +111,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-tables", action="store_true", help="do not give the extractor the entry's table")
     ap.add_argument("--tokenized-lowercase", action="store_true",
                     help="score the texts lower-cased with punctuation split off, as WebNLG 2017's system outputs are written")
+    ap.add_argument("--no-restore-form", action="store_true",
+                    help="end-to-end extractor: read lower-cased, tokenized texts as written, without the table values' casing given back")
     ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--progress", action="store_true")
@@ -145,13 +147,16 @@ def main(argv=None) -> int:
 
         entries = [dataclasses.replace(e, lexicalizations=[tokenized_lowercase(t) for t in e.lexicalizations]) for e in entries]
     extractor = load_extractor(args.extractor, model=args.model, device=args.device, batch_size=args.batch_size)
+    if args.no_restore_form and hasattr(extractor, "restore_form"):
+        extractor.restore_form = False
     result = extractor_prf(extractor, entries, matcher, use_tables=not args.no_tables, show_progress=args.progress,
                            limit=args.limit or None)
     model = None if args.extractor == "openie" else resolve_model_path(args.model, args.extractor)
     report = {"extractor": args.extractor, "model": os.path.relpath(model, ROOT) if model and os.path.isabs(model) else model,
               "data": os.path.relpath(args.data, ROOT) if os.path.isabs(args.data) else args.data,
               "sample": args.sample or None, "seed": args.seed if args.sample else None,
-              "tables_given": not args.no_tables, "tokenized_lowercase": args.tokenized_lowercase, "fuzzy_threshold": args.fuzzy_threshold, **result}
+              "tables_given": not args.no_tables, "tokenized_lowercase": args.tokenized_lowercase,
+              "restore_form": not args.no_restore_form, "fuzzy_threshold": args.fuzzy_threshold, **result}
     print(json.dumps(report, indent=2))
     return 0
 

@@ -32,6 +32,7 @@ from .openie import OpenIEExtractor
 from .openie import table_facts_of
 from .text_to_triples import parse_triples
 from .text_to_triples import prompt
+from .text_to_triples import restore_form
 
 METRIC_NAME = "fact_accuracy"
 EXTRACTORS = ("end_to_end", "relations", "openie")
@@ -127,7 +128,7 @@ def missing_model(extractor: str, given: Optional[str], config: str):
 
 
 def load_extractor(name: str, model: Optional[str] = None, device: Optional[str] = None, batch_size: int = 32,
-                   spacy_model: Any = None, config: Optional[str] = None) -> Extractor:
+                   spacy_model: Any = None, config: Optional[str] = None, restore_form: bool = True) -> Extractor:
     """Build extractor ``name`` (one of :data:`EXTRACTORS`); a learned one loads
     its checkpoint (:func:`resolve_model_path`) and raises
     ``ModelNotAvailableError`` when there is none."""
@@ -139,7 +140,7 @@ def load_extractor(name: str, model: Optional[str] = None, device: Optional[str]
     if not path or not os.path.isdir(path):
         raise missing_model(name, model, config or name)
     if name == "end_to_end":
-        return EndToEndExtractor(path, device=device, batch_size=batch_size)
+        return EndToEndExtractor(path, device=device, batch_size=batch_size, restore_form=restore_form)
     # spaCy is shared when the caller has one loaded (the relation extractor splits sentences with it)
     extra = {"spacy_model": spacy_model} if spacy_model is not None else {}
     return relation_extractor_class()(path, device=device, batch_size=batch_size, **extra)
@@ -208,12 +209,16 @@ class EndToEndExtractor(Extractor):
     at most :data:`WINDOW_WORDS` words per prompt; the facts of a text's windows
     are pooled. A model trained on prompts that list relations (its recipe's
     ``listed_relations``) is given the table's relations, where there is a
-    table; otherwise it reads the text alone."""
+    table; otherwise it reads the text alone. With a table, a text written as
+    WebNLG 2017's system outputs are (lower-cased, punctuation split off) is
+    first given back the table values' casing and ordinary punctuation
+    (``text_to_triples.restore_form``; ``restore_form=False`` reads it as
+    written)."""
 
     name = "end_to_end"
 
     def __init__(self, path: str, device: Optional[str] = None, batch_size: int = 32, max_new_tokens: int = MAX_NEW_TOKENS,
-                 window_words: int = WINDOW_WORDS):
+                 window_words: int = WINDOW_WORDS, restore_form: bool = True):
         from d2t_metrics.generator import load_generator
 
         self.path = path
@@ -224,6 +229,7 @@ class EndToEndExtractor(Extractor):
         self.max_new_tokens = max_new_tokens
         self.window_words = window_words
         self.lists_relations = bool(self.recipe.get("listed_relations"))
+        self.restore_form = bool(restore_form)
         # Generation is the cost: a text read once is not read again by this
         # object (references repeat across the systems scored on one input).
         self._cache: Dict[str, str] = {}
@@ -243,9 +249,13 @@ class EndToEndExtractor(Extractor):
     def extract(self, texts: Sequence[str], tables: Optional[Sequence] = None, show_progress: bool = True) -> List[List[Fact]]:
         owners, prompts = [], []
         for i, text in enumerate(texts):
-            table = tables[i] if tables is not None and self.lists_relations else None
-            relations = [f.relation for f in table_facts(table)] if table is not None else None
+            table = tables[i] if tables is not None else None
+            facts_of_table = table_facts(table) if table is not None else []
+            relations = [f.relation for f in facts_of_table] if table is not None and self.lists_relations else None
+            values = [v for f in facts_of_table for v in (f.subject, f.object)]
             for window in windows(text or "", self.window_words):
+                if self.restore_form and table is not None:
+                    window = restore_form(window, values)
                 owners.append(i)
                 prompts.append(prompt(window, relations))
         outputs = self.generate(prompts, show_progress) if prompts else []

@@ -63,7 +63,10 @@ generator trained to write a text's facts as triples; checkpoint
 checkpoints/fact_accuracy/triples), "relations" (a relation classifier over
 entity pairs; checkpoints/fact_accuracy/relations) and "openie" (a
 model-free OpenIE baseline over a spaCy parse, its verb-phrase relations
-mapped onto the table's predicates). Values are compared after
+mapped onto the table's predicates). The end-to-end extractor gives a
+text written as WebNLG 2017's system outputs are (lower-cased, punctuation
+split off) the casing of its table's values and ordinary punctuation before
+reading it (load with restore_form=False to read texts as written). Values are compared after
 normalization of case, punctuation, underscores and quotes, with dates and
 numbers (with units) read as such, optionally with fuzzy matching.
 """
@@ -139,7 +142,7 @@ class FactAccuracy(CheckedInputs, evaluate.Metric):
     # The OpenIE baseline loads no model (the command line passes it no checkpoint).
     MODEL_FREE_CONFIGS = MODEL_FREE
 
-    def __init__(self, *args, model=None, device=None, spacy_model=None, extractor=None, **kwargs):
+    def __init__(self, *args, model=None, device=None, spacy_model=None, extractor=None, restore_form=True, **kwargs):
         super().__init__(*args, **kwargs)
         if self.config_name not in CONFIGS:
             raise ValueError(f"unknown config {self.config_name!r}; choose one of {list(CONFIGS)}")
@@ -152,6 +155,7 @@ class FactAccuracy(CheckedInputs, evaluate.Metric):
             self.model_name = resolve_model_path(self.given_model, self.extractor_name) or self.given_model
         self.device_name = device
         self.spacy_model = spacy_model
+        self.restore_form = bool(restore_form)
         self.extractor = extractor
 
     @property
@@ -179,7 +183,8 @@ class FactAccuracy(CheckedInputs, evaluate.Metric):
         # The model (or spaCy) loads once per metric object.
         if self.extractor is None:
             self.extractor = load_extractor(self.extractor_name, model=self.given_model, device=self.device_name,
-                                            spacy_model=self.spacy_model, config=self.config_name)
+                                            spacy_model=self.spacy_model, config=self.config_name,
+                                            restore_form=self.restore_form)
         return self.extractor
 
     def signature(self, **options):
@@ -197,7 +202,9 @@ class FactAccuracy(CheckedInputs, evaluate.Metric):
         parts.append(f"fuzzy:{fuzzy if fuzzy is not None else 'no'}")
         if options.get("ground_truth"):
             parts.append(f"gt:{options['ground_truth']}")
-        return "|".join(parts + ["version:1.1"])
+        if self.extractor_name == "end_to_end":
+            parts.append(f"form:{'restored' if self.restore_form else 'as-written'}")
+        return "|".join(parts + ["version:1.2"])
 
     # -- input checks, before evaluate stores anything ---------------------
     def _check_option_values(self, options):
