@@ -146,9 +146,8 @@ def main(argv=None) -> int:
         from metrics.fact_accuracy.text_to_triples import tokenized_lowercase
 
         entries = [dataclasses.replace(e, lexicalizations=[tokenized_lowercase(t) for t in e.lexicalizations]) for e in entries]
-    extractor = load_extractor(args.extractor, model=args.model, device=args.device, batch_size=args.batch_size)
-    if args.no_restore_form and hasattr(extractor, "restore_form"):
-        extractor.restore_form = False
+    extractor = load_extractor(args.extractor, model=args.model, device=args.device, batch_size=args.batch_size,
+                               restore_form=not args.no_restore_form)
     result = extractor_prf(extractor, entries, matcher, use_tables=not args.no_tables, show_progress=args.progress,
                            limit=args.limit or None)
     model = None if args.extractor == "openie" else resolve_model_path(args.model, args.extractor)

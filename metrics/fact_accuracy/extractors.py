@@ -252,10 +252,10 @@ class EndToEndExtractor(Extractor):
             table = tables[i] if tables is not None else None
             facts_of_table = table_facts(table) if table is not None else []
             relations = [f.relation for f in facts_of_table] if table is not None and self.lists_relations else None
-            values = [v for f in facts_of_table for v in (f.subject, f.object)]
+            if self.restore_form and table is not None:
+                # the whole text at once: whether it has a capital is a property of the text, not of a window
+                text = restore_form(text or "", [v for f in facts_of_table for v in (f.subject, f.object)])
             for window in windows(text or "", self.window_words):
-                if self.restore_form and table is not None:
-                    window = restore_form(window, values)
                 owners.append(i)
                 prompts.append(prompt(window, relations))
         outputs = self.generate(prompts, show_progress) if prompts else []

@@ -96,6 +96,10 @@ MAX_RECASED_VALUES = 64
 _WORD_EDGE = r"(?<![\w-]){}(?![\w-])"
 
 
+def _untokenized(text: str) -> str:
+    return _SPACE_AFTER.sub("(", _SPACE_BEFORE.sub(r"\1", text))
+
+
 def restore_form(text: str, values: Iterable[str] = ()) -> str:
     """A text written as WebNLG 2017's system outputs are (lower-cased,
     punctuation split off) brought back towards ordinary writing, which the
@@ -106,11 +110,10 @@ def restore_form(text: str, values: Iterable[str] = ()) -> str:
     upper-case letter is returned as it is: its casing is the writer's."""
     if any(ch.isupper() for ch in text):
         return text
-    out = _SPACE_AFTER.sub("(", _SPACE_BEFORE.sub(r"\1", text))
+    out = _untokenized(text)
     cased = {entity_words(str(v)) for v in values if str(v)}
     for value in sorted((v for v in cased if v.lower() != v), key=len, reverse=True)[:MAX_RECASED_VALUES]:
-        lowered = _SPACE_AFTER.sub("(", _SPACE_BEFORE.sub(r"\1", value.lower()))
-        out = re.sub(_WORD_EDGE.format(re.escape(lowered)), lambda m: value, out)
+        out = re.sub(_WORD_EDGE.format(re.escape(_untokenized(value.lower()))), lambda m: value, out)
     return _SENTENCE_START.sub(lambda m: m.group(1) + m.group(2).upper(), out)
 
 
