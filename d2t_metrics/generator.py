@@ -176,12 +176,11 @@ def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 32,
     if not prompts:
         return []
     tokenizer.truncation_side = "left"
-    newline_ids = [i for i in tokenizer.encode("\n", add_special_tokens=False)][-1:]
-    stop_ids = sorted({tokenizer.eos_token_id, *newline_ids} - {None})
+    stop_ids = _stop_ids(tokenizer)
     options = dict(max_new_tokens=int(max_new_tokens), batch_size=int(batch_size), max_prompt_tokens=int(max_prompt_tokens),
                    show_progress=show_progress, desc=desc)
     if pad_to_max_length or not supports_prefix_sharing(model):
-        raw = _generate_with_transformers(model, tokenizer, list(prompts), stop_ids, pad_to_max_length, **options)
+        raw = [beams[0] for beams in _generate_with_transformers(model, tokenizer, list(prompts), stop_ids, pad_to_max_length, **options)]
     else:
         raw = _generate_sharing_prefixes(model, tokenizer, list(prompts), stop_ids, tuple(stop_strings), **options)
     return [_first_line(text, stop_strings) for text in raw]
@@ -194,7 +193,8 @@ def _first_line(text: str, stop_strings: Sequence[str]) -> str:
 
 
 def _generate_with_transformers(model, tokenizer, prompts, stop_ids, pad_to_max_length, max_new_tokens, batch_size,
-                                max_prompt_tokens, show_progress, desc) -> List[str]:
+                                max_prompt_tokens, show_progress, desc, num_beams=1) -> List[List[str]]:
+    """Each prompt's ``num_beams`` best continuations (beam search; greedy for 1), best first."""
     import torch
 
     from .models import run_batched
@@ -202,15 +202,48 @@ def _generate_with_transformers(model, tokenizer, prompts, stop_ids, pad_to_max_
     lengths = [min(n, max_prompt_tokens) for n in (len(ids) for ids in tokenizer(prompts, verbose=False)["input_ids"])]
     device = next(model.parameters()).device
 
-    def run(batch: List[str]) -> List[str]:
+    def run(batch: List[str]) -> List[List[str]]:
         padding = "max_length" if pad_to_max_length else True
         enc = tokenizer(batch, return_tensors="pt", padding=padding, truncation=True, max_length=max_prompt_tokens).to(device)
         with torch.inference_mode():
-            out = model.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
+            out = model.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], max_new_tokens=max_new_tokens,
+                                 do_sample=False, num_beams=num_beams, num_return_sequences=num_beams,
                                  eos_token_id=stop_ids, pad_token_id=tokenizer.pad_token_id)
-        return tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        return [texts[k * num_beams: (k + 1) * num_beams] for k in range(len(batch))]
 
-    return run_batched(prompts, lengths, run, batch_size=batch_size, desc=desc, show_progress=show_progress)
+    # a batch holds batch_size sequences in all, whatever the beams
+    return run_batched(prompts, lengths, run, batch_size=max(1, batch_size // num_beams), desc=desc, show_progress=show_progress)
+
+
+def generate_alternatives(model, tokenizer, prompts: Sequence[str], num_alternatives: int, max_new_tokens: int = 32,
+                          batch_size: int = 32, max_prompt_tokens: int = 384, show_progress: bool = True,
+                          desc: str = "generating", pad_to_max_length: bool = False,
+                          stop_strings: Sequence[str] = ()) -> List[List[str]]:
+    """Up to ``num_alternatives`` continuations of each prompt, best first:
+    beam search with that many beams, each beam cut as :func:`generate` cuts
+    its continuation; empty and repeated ones are dropped. With 1 it is
+    :func:`generate`'s greedy continuation (``[]`` where that is empty).
+    ``batch_size`` counts beams, so memory stays that of greedy batches."""
+    n = int(num_alternatives)
+    if isinstance(num_alternatives, bool) or n < 1:
+        raise ValueError(f"num_alternatives must be a positive int, got {num_alternatives!r}")
+    options = dict(max_new_tokens=max_new_tokens, batch_size=batch_size, max_prompt_tokens=max_prompt_tokens,
+                   show_progress=show_progress, desc=desc, pad_to_max_length=pad_to_max_length, stop_strings=stop_strings)
+    if n == 1:
+        return [[text] if text else [] for text in generate(model, tokenizer, prompts, **options)]
+    if not prompts:
+        return []
+    tokenizer.truncation_side = "left"
+    raw = _generate_with_transformers(model, tokenizer, list(prompts), _stop_ids(tokenizer), pad_to_max_length,
+                                      int(max_new_tokens), int(batch_size), int(max_prompt_tokens), show_progress, desc,
+                                      num_beams=n)
+    return [list(dict.fromkeys(t for t in (_first_line(text, stop_strings) for text in beams) if t)) for beams in raw]
+
+
+def _stop_ids(tokenizer) -> List[int]:
+    newline_ids = [i for i in tokenizer.encode("\n", add_special_tokens=False)][-1:]
+    return sorted({tokenizer.eos_token_id, *newline_ids} - {None})
 
 
 def _generate_sharing_prefixes(model, tokenizer, prompts, stop_ids, stop_strings, max_new_tokens, batch_size,

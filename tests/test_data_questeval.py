@@ -89,6 +89,16 @@ def test_question_scores_are_clipped_and_averaged():
         scoring.reduce_sources([0.1], "min")
 
 
+def test_several_questions_about_one_candidate_count_as_one():
+    questions = [{"answer": "Alan Bean", "candidate": 0, "score": 1.0}, {"answer": "Alan Bean", "candidate": 0, "score": 0.0},
+                 {"answer": "Alan Bean", "candidate": 0, "score": 0.2}, {"answer": "Texas", "candidate": 1, "score": 0.9}]
+    assert scoring.candidate_scores(questions) == [("Alan Bean", pytest.approx(0.4)), ("Texas", 0.9)]
+    # each value weighs the same: (0.4 + 0.9) / 2, not the mean of the four questions
+    assert scoring.side_score(questions) == pytest.approx(0.65)
+    # one question per candidate: QuestEval's mean over questions
+    assert scoring.side_score([dict(q, candidate=n) for n, q in enumerate(questions)]) == pytest.approx(2.1 / 4)
+
+
 def test_lru_cache_forgets_the_least_recently_used():
     cache = scoring.LRUCache(2)
     cache["a"], cache["b"] = 1, 2
@@ -200,6 +210,10 @@ def test_add_batch_carries_the_tables(rules):
     ({"predictions": ["a"], "tables": [BEAN], "reduction": "min"}, "reduction"),
     ({"predictions": ["a"], "tables": [BEAN], "max_answers": 0}, "max_answers"),
     ({"predictions": ["a"], "tables": [BEAN], "use_cache": "no"}, "use_cache"),
+    ({"predictions": ["a"], "tables": [BEAN], "questions_per_value": 0}, "questions_per_value"),
+    ({"predictions": ["a"], "tables": [BEAN], "questions_per_value": 9}, "questions_per_value"),
+    ({"predictions": ["a"], "tables": [BEAN], "questions_per_value": True}, "questions_per_value"),
+    ({"predictions": ["a"], "tables": [BEAN], "questions_per_value": "3"}, "questions_per_value"),
     ({"predictions": ["a"], "tables": [BEAN], "temperature": 1}, "temperature"),
 ])
 def test_bad_inputs_are_refused_before_any_model_runs(kwargs, message):
@@ -207,6 +221,14 @@ def test_bad_inputs_are_refused_before_any_model_runs(kwargs, message):
     with pytest.raises(ValueError, match=None) as info:
         m.compute(show_progress=False, **kwargs)
     assert message in str(info.value)
+    assert qg.calls == [] and qa.calls == []
+
+
+def test_several_questions_per_value_need_a_qg_that_can_ask_them():
+    m, qg, qa = rule_metric()
+    assert m.questions_per_value() == 1 and "|questions_per_value:1|" in m.signature()  # not the project's generator
+    with pytest.raises(ValueError, match="generate_alternatives"):
+        m.compute(predictions=["a"], tables=[BEAN], questions_per_value=2, show_progress=False)
     assert qg.calls == [] and qa.calls == []
 
 
@@ -298,7 +320,22 @@ def test_project_backends_run_end_to_end(tiny_checkpoints):
 
     signature = m.signature()
     assert f"text_qa:text_qa@{checkpoint_fingerprint(os.path.join(tiny_checkpoints, 'text_qa'))}," in signature
-    assert "reduction:max" in signature and signature.endswith("|version:1.1")
+    assert "reduction:max|questions_per_value:3|" in signature and signature.endswith("|version:1.2")
+    assert "|questions_per_value:1|" in m.signature(questions_per_value=1)
+
+    # the project's table QG asks up to three questions about each table value; the value's score is their mean
+    table = r["examples"][0]["sources"][0]
+    asked = table["from_source"]
+    values = sorted({q["candidate"] for q in asked})
+    assert values == list(range(len(values))) and len(asked) <= 3 * len(values)
+    for v in values:
+        about = [q for q in asked if q["candidate"] == v]
+        assert len({q["answer"] for q in about}) == 1 and len({q["question"] for q in about}) == len(about)
+    assert table["recall"] == pytest.approx(sum(sum(q["score"] for q in asked if q["candidate"] == v) /
+                                                len([q for q in asked if q["candidate"] == v]) for v in values) / len(values))
+    one = m.compute(predictions=["Alan Bean was born in Wheeler, Texas."], tables=[BEAN], per_example=True,
+                    show_progress=False, questions_per_value=1)["examples"][0]["sources"][0]["from_source"]
+    assert len(one) == len({q["candidate"] for q in one}) <= len(values)
 
 
 def test_command_line_scores_with_a_checkpoint_folder(tiny_checkpoints, tmp_path, capsys):

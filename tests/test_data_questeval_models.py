@@ -177,6 +177,10 @@ def test_t5_padding_and_batching_change_no_result(tiny_seq2seq):
     assert qg.generate(["a", "the eagle"], contexts[:2], batch_size=1, show_progress=False) == \
         T5QG(tiny_seq2seq, pad_to_max_length=True, max_source_length=128).generate(["a", "the eagle"], contexts[:2], show_progress=False)
     assert qg.generate([], [], show_progress=False) == [] and T5QA(tiny_seq2seq).answer([], [], show_progress=False) == []
+    many = qg.generate_alternatives(["a", "the eagle"], contexts[:2], 2, show_progress=False)
+    assert len(many) == 2 and all(len(qs) <= 2 and len(set(qs)) == len(qs) for qs in many)
+    assert qg.generate_alternatives(["a"], contexts[:1], 1, show_progress=False) == \
+        [[q] if q.strip() else [] for q in qg.generate(["a"], contexts[:1], show_progress=False)]
 
 
 def test_t5_unanswerable_answer_means_no_answer(tiny_seq2seq, monkeypatch):
@@ -325,6 +329,17 @@ def test_generator_qg_runs_on_the_tiny_model(text_qg):
     out = qg.generate(["the eagle", "a pub", "x"], ["the eagle is a coffee shop", "blue spice is a pub", ""], batch_size=2,
                       show_progress=False)
     assert len(out) == 3 and all(isinstance(q, str) and "\n" not in q for q in out)
+    # beam search: up to n distinct questions each, best first; n=1 is the greedy question
+    answers, contexts = ["the eagle", "a pub"], ["the eagle is a coffee shop", "blue spice is a pub"]
+    many = qg.generate_alternatives(answers, contexts, 3, batch_size=4, show_progress=False)
+    assert len(many) == 2 and all(1 <= len(qs) <= 3 and len(set(qs)) == len(qs) for qs in many)
+    assert all(q.strip() and "\n" not in q for qs in many for q in qs)
+    assert qg.generate_alternatives(answers, contexts, 3, batch_size=1, show_progress=False) == many
+    greedy = qg.generate(answers, contexts, show_progress=False)
+    assert qg.generate_alternatives(answers, contexts, 1, show_progress=False) == [[q] if q else [] for q in greedy]
+    assert qg.generate_alternatives([], [], 3, show_progress=False) == []
+    with pytest.raises(ValueError, match="num_alternatives"):
+        qg.generate_alternatives(answers, contexts, 0, show_progress=False)
 
 
 # ---------------------------------------------------------------- training commands

@@ -24,13 +24,16 @@ from .qa import UNANSWERABLE
 from .qa import load_qa
 from .qa import squad_f1
 from .qa_data import answer_context
+from .qg import GENERATOR_TASK
 from .qg import load_qg
+from .qg import read_recipe
 from .qg import table_values
 from .scoring import EXPLAIN_THRESHOLD
 from .scoring import LIST_SCORES
 from .scoring import REDUCTIONS
 from .scoring import AnswerBERTScore
 from .scoring import LRUCache
+from .scoring import candidate_scores
 from .scoring import mean_or_none
 from .scoring import question_score
 from .scoring import reduce_sources
@@ -38,7 +41,8 @@ from .scoring import side_score
 from .scoring import source_score
 
 # 1.1: the span QA checkpoints are read as they were trained (token_type_ids, see qa.py); 1.0 scores differ
-VERSION = "1.1"
+# 1.2: with the project's table QG, three questions per table value (questions_per_value); T5 scores unchanged
+VERSION = "1.2"
 
 _CITATION = """\
 @inproceedings{rebuffel-etal-2021-data,
@@ -90,6 +94,11 @@ Args:
         every question asked, its expected and predicted answer and scores.
     batch_size (int): QG/QA inputs per batch (default 32).
     max_answers (int): answer candidates per text at most (default 64).
+    questions_per_value (int, optional): questions asked about each table
+        value (beam search; 1 to 8). Default: 3 with the project's table QG,
+        whose single questions are often badly formed, so that one bad
+        question does not decide a fact; 1 with a T5 QG (QuestEval's one
+        greedy question). A value's score is the mean of its questions'.
     use_cache (bool): keep each source's questions across calls and answer
         each distinct (question, context) once (default True); False
         recomputes everything, as QuestEval without its cache does.
@@ -109,9 +118,11 @@ Returns:
         "precision", "recall", "from_text" (questions generated on the text,
         answered on the source) and "from_source" (questions generated on the
         source, answered on the text), each question a dict with "question",
-        "answer" (the expected one), "predicted" ("" for no answer),
+        "answer" (the expected one), "candidate" (the index of that answer
+        among the context's answer candidates: the questions asked about
+        one table value share it), "predicted" ("" for no answer),
         "answerability", "f1", "bertscore" and "score"), "missing" (table
-        values whose question the text does not answer, score < 0.5) and
+        values whose questions the text does not answer, mean score < 0.5) and
         "unsupported" (answers of the text whose question the table does not
         answer, score < 0.5).
 Examples:
@@ -142,6 +153,9 @@ QUESTEVAL_MODELS = {
 TRAIN_COMMAND = "python -m metrics.data_questeval.train"
 DEFAULT_SPACY_MODEL = "en_core_web_sm"
 MAX_ANSWERS = 64
+# questions per table value with the project's QG (a T5 QG asks one, as QuestEval does)
+GENERATOR_QUESTIONS_PER_VALUE = 3
+MAX_QUESTIONS_PER_VALUE = 8
 QUESTION_CACHE_SIZE = 50_000
 
 
@@ -262,11 +276,25 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
             self._bertscore = AnswerBERTScore(self.bertscore_model, device=self.device_name, layer=self.bertscore_layer)
         return self._backends
 
+    def questions_per_value(self, given=None) -> int:
+        """``given``, else the default for the table QG: 3 for the project's generator, 1 for a T5 QG."""
+        if given is not None:
+            return int(given)
+        qg = self._backends["table_qg"] if self._backends else self.models["table_qg"]
+        if isinstance(qg, str):
+            folder = os.path.expanduser(qg)
+            recipe = read_recipe(folder) if os.path.isdir(folder) else None
+            generator = bool(recipe) and recipe.get("task") == GENERATOR_TASK
+        else:
+            generator = getattr(qg, "backend", "") == "generator"
+        return GENERATOR_QUESTIONS_PER_VALUE if generator else 1
+
     def signature(self, **options):
         """The settings a score depends on: the four models, the BERTScore encoder and the options given."""
         models = ",".join(f"{r}:{_label(self.models[r])}" for r in ROLES)
         parts = [f"data_questeval|{models}|bertscore:{_label(self.bertscore_model or 'all-MiniLM-L6-v2')}",
-                 f"scores:{'+'.join(LIST_SCORES)}", f"reduction:{options.get('reduction', 'max')}"]
+                 f"scores:{'+'.join(LIST_SCORES)}", f"reduction:{options.get('reduction', 'max')}",
+                 f"questions_per_value:{self.questions_per_value(options.get('questions_per_value'))}"]
         if options.get("use_references") is False:
             parts.append("refs:no")
         return "|".join(parts + [f"version:{VERSION}"])
@@ -280,6 +308,10 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
         max_answers = options.get("max_answers", MAX_ANSWERS)
         if isinstance(max_answers, bool) or not isinstance(max_answers, int) or max_answers < 1:
             raise ValueError(f"max_answers must be a positive int, got {max_answers!r}")
+        per_value = options.get("questions_per_value")
+        if per_value is not None and (isinstance(per_value, bool) or not isinstance(per_value, int)
+                                      or not 1 <= per_value <= MAX_QUESTIONS_PER_VALUE):
+            raise ValueError(f"questions_per_value must be None or an int from 1 to {MAX_QUESTIONS_PER_VALUE}, got {per_value!r}")
         for flag in ("use_references", "use_cache", "pad_to_max_length", "per_example", "show_progress"):
             if flag in options and not isinstance(options[flag], bool):
                 raise ValueError(f"{flag} must be True or False, got {options[flag]!r}")
@@ -295,10 +327,15 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
 
     # -- scoring -----------------------------------------------------------
     def _compute(self, predictions, references, tables, per_example=False, batch_size=32, show_progress=True,
-                 use_references=True, reduction="max", max_answers=MAX_ANSWERS, use_cache=True, pad_to_max_length=False):
+                 use_references=True, reduction="max", max_answers=MAX_ANSWERS, use_cache=True, pad_to_max_length=False,
+                 questions_per_value=None):
         from d2t_metrics.linearize import linearize
 
         backends = self._load()
+        per_value = self.questions_per_value(questions_per_value)
+        if per_value > 1 and not callable(getattr(backends["table_qg"], "generate_alternatives", None)):
+            raise ValueError(f"questions_per_value={per_value} needs a table QG with a generate_alternatives() method; "
+                             f"{type(backends['table_qg']).__name__} has none (pass questions_per_value=1)")
         for backend in backends.values():
             _set_padding(backend, pad_to_max_length)
         try:
@@ -312,7 +349,7 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
             for lin, refs in zip(linearized, references):
                 extra = [r for r in (refs or []) if r.strip()] if use_references else []
                 sources.append([("table", lin)] + [("text", r) for r in extra])
-            run = _Run(self, backends, batch_size, show_progress, max_answers, use_cache)
+            run = _Run(self, backends, batch_size, show_progress, max_answers, use_cache, per_value)
             examples = run.score(list(predictions), sources, reduction)
         finally:
             for backend in backends.values():
@@ -355,10 +392,11 @@ class _Run:
     """One compute call: questions for every text and table, all answered in a
     few batched model calls, then each example's scores."""
 
-    def __init__(self, metric, backends, batch_size, show_progress, max_answers, use_cache):
+    def __init__(self, metric, backends, batch_size, show_progress, max_answers, use_cache, questions_per_value=1):
         self.metric, self.backends = metric, backends
         self.batch_size, self.show_progress = int(batch_size), bool(show_progress)
         self.max_answers, self.use_cache = int(max_answers), bool(use_cache)
+        self.per_value = {"table": int(questions_per_value), "text": 1}
         self.questions_asked = 0
 
     # questions -------------------------------------------------------------
@@ -390,11 +428,24 @@ class _Run:
                 out.append([(a, context) for a, _, _ in spans])
         return out
 
+    def _ask(self, kind, pairs):
+        """The questions of each (answer, context) pair: a list each."""
+        qg, n = self.backends[f"{kind}_qg"], self.per_value[kind]
+        if not pairs:
+            return []
+        answers, contexts = [a for a, _ in pairs], [c for _, c in pairs]
+        if n > 1:
+            return qg.generate_alternatives(answers, contexts, n, batch_size=self.batch_size, show_progress=self.show_progress)
+        generated = qg.generate(answers, contexts, batch_size=self.batch_size, show_progress=self.show_progress)
+        return [[q.strip()] if q.strip() else [] for q in generated]
+
     def questions(self, items):
-        """``items``: (kind, context) pairs → for each, its [(answer, question)]."""
+        """``items``: (kind, context) pairs → for each, its [(answer, question, candidate)]: the
+        questions asked about its answer candidates, each with the candidate's index."""
         qg_of = {"table": self.backends["table_qg"], "text": self.backends["text_qg"]}
         cache = self.metric.question_cache
-        keys = [(kind, _label(self.metric.models[f"{kind}_qg"]), self.max_answers, context) for kind, context in items]
+        keys = [(kind, _label(self.metric.models[f"{kind}_qg"]), self.max_answers, self.per_value[kind], context)
+                for kind, context in items]
         todo = {}
         for n, (key, (kind, context)) in enumerate(zip(keys, items)):
             if self.use_cache and (key in cache or key in todo):
@@ -405,19 +456,15 @@ class _Run:
             jobs = [(k, ctx) for k, (knd, ctx) in todo.items() if knd == kind]
             if not jobs:
                 continue
-            qg = qg_of[kind]
             pairs, owners = [], []
-            for (k, _), inputs in zip(jobs, self._qg_inputs(kind, [ctx for _, ctx in jobs], qg)):
-                for answer, qg_context in inputs:
+            for (k, _), inputs in zip(jobs, self._qg_inputs(kind, [ctx for _, ctx in jobs], qg_of[kind])):
+                for candidate, (answer, qg_context) in enumerate(inputs):
                     pairs.append((answer, qg_context))
-                    owners.append(k)
-            generated = qg.generate([a for a, _ in pairs], [c for _, c in pairs], batch_size=self.batch_size,
-                                    show_progress=self.show_progress) if pairs else []
+                    owners.append((k, candidate))
             for k, _ in jobs:
                 found[k] = []
-            for k, (answer, _), question in zip(owners, pairs, generated):
-                if question.strip():
-                    found[k].append((answer, question.strip()))
+            for (k, candidate), (answer, _), questions in zip(owners, pairs, self._ask(kind, pairs)):
+                found[k].extend((answer, question, candidate) for question in questions)
         if self.use_cache:
             for k, v in found.items():
                 cache[k] = v
@@ -466,27 +513,27 @@ class _Run:
             for s, (kind, context) in enumerate(srcs):
                 src_questions = asked[cursor]
                 cursor += 1
-                for answer, question in hyp_questions:  # the text's claims, answered on the source
-                    plan.append((e, s, "from_text", answer, question))
+                for answer, question, candidate in hyp_questions:  # the text's claims, answered on the source
+                    plan.append((e, s, "from_text", answer, question, candidate))
                     jobs.append((kind, question, context))
-                for answer, question in src_questions:  # the source's facts, answered on the text
-                    plan.append((e, s, "from_source", answer, question))
+                for answer, question, candidate in src_questions:  # the source's facts, answered on the text
+                    plan.append((e, s, "from_source", answer, question, candidate))
                     jobs.append(("text", question, hyp))
         self.questions_asked = len(jobs)
         results = self.answers(jobs)
         unanswered = {kind: UNANSWERABLE if getattr(self.backends[f"{kind}_qa"], "backend", "") == "t5" else ""
                       for kind in ("table", "text")}
-        pairs = [(r.answer or unanswered[job[0]], answer) for r, job, (_, _, _, answer, _) in zip(results, jobs, plan)]
+        pairs = [(r.answer or unanswered[job[0]], step[3]) for r, job, step in zip(results, jobs, plan)]
         bert = self.metric._bertscore.score(pairs, show_progress=self.show_progress) if pairs else []
 
         examples = []
         for e, (hyp, srcs) in enumerate(zip(predictions, sources)):
             examples.append({"sources": [{"source": _source_name(s, kind), "from_text": [], "from_source": []}
                                          for s, (kind, _) in enumerate(srcs)]})
-        for (e, s, side, answer, question), result, b in zip(plan, results, bert):
+        for (e, s, side, answer, question, candidate), result, b in zip(plan, results, bert):
             f1 = squad_f1(result.answer, answer)
             examples[e]["sources"][s][side].append({
-                "question": question, "answer": answer, "predicted": result.answer,
+                "question": question, "answer": answer, "candidate": candidate, "predicted": result.answer,
                 "answerability": round(float(result.answerability), 6), "f1": round(f1, 6), "bertscore": round(b, 6),
                 "score": round(question_score(result.answerability, f1, b), 6)})
         for e, hyp in enumerate(predictions):
@@ -515,7 +562,7 @@ def _finish(example, empty, reduction):
         "precision": example["sources"][best]["precision"] if reduction == "max" else mean_or_none(s["precision"] for s in example["sources"]),
         "recall": example["sources"][best]["recall"] if reduction == "max" else mean_or_none(s["recall"] for s in example["sources"]),
         "source": example["sources"][best]["source"] if reduction == "max" else reduction,
-        "missing": [q["answer"] for q in table["from_source"] if q["score"] < EXPLAIN_THRESHOLD],
-        "unsupported": [q["answer"] for q in table["from_text"] if q["score"] < EXPLAIN_THRESHOLD],
+        "missing": [answer for answer, score in candidate_scores(table["from_source"]) if score < EXPLAIN_THRESHOLD],
+        "unsupported": [answer for answer, score in candidate_scores(table["from_text"]) if score < EXPLAIN_THRESHOLD],
         "sources": example["sources"],
     }

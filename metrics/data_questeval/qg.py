@@ -178,14 +178,15 @@ class T5QG:
         head = f"{self.prefix} {SEPARATOR} " if self.prefix else ""
         return f"{head}{answer} {SEPARATOR} {context}"
 
-    def _run(self, inputs: List[str]) -> List[str]:
+    def _run(self, inputs: List[str], num_beams: int = 1) -> List[str]:
         import torch
 
         padding = "max_length" if self.pad_to_max_length else True
         enc = self.tokenizer(inputs, max_length=self.max_source_length, padding=padding, truncation=True, return_tensors="pt")
         enc = {k: v.to(self.model.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
         with torch.inference_mode():
-            out = self.model.generate(**enc, num_beams=1, do_sample=False, max_new_tokens=self.max_new_tokens)
+            out = self.model.generate(**enc, num_beams=num_beams, num_return_sequences=num_beams, do_sample=False,
+                                      max_new_tokens=self.max_new_tokens)
         return [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True, clean_up_tokenization_spaces=True)]
 
     def generate(self, answers: Sequence[str], contexts: Sequence[str], batch_size: Optional[int] = None,
@@ -198,6 +199,28 @@ class T5QG:
             return []
         lengths = [len(ids) for ids in self.tokenizer(inputs, truncation=True, max_length=self.max_source_length)["input_ids"]]
         return run_batched(inputs, lengths, self._run, batch_size=int(batch_size or self.batch_size),
+                           desc="generating questions", show_progress=show_progress)
+
+    def generate_alternatives(self, answers: Sequence[str], contexts: Sequence[str], n: int, batch_size: Optional[int] = None,
+                              show_progress: bool = True) -> List[List[str]]:
+        """Up to ``n`` distinct questions per pair, best first: beam search with
+        ``n`` beams (QuestEval asks one greedy question: ``n=1``)."""
+        from d2t_metrics.models import run_batched
+
+        n = int(n)
+        if n == 1:
+            return [_distinct([q]) for q in self.generate(answers, contexts, batch_size, show_progress)]
+        _check_pairs(answers, contexts)
+        inputs = [self.format_input(a, c) for a, c in zip(answers, contexts)]
+        if not inputs:
+            return []
+        lengths = [len(ids) for ids in self.tokenizer(inputs, truncation=True, max_length=self.max_source_length)["input_ids"]]
+
+        def run(batch):
+            out = self._run(batch, num_beams=n)
+            return [_distinct(out[k * n: (k + 1) * n]) for k in range(len(batch))]
+
+        return run_batched(inputs, lengths, run, batch_size=max(1, int(batch_size or self.batch_size) // n),
                            desc="generating questions", show_progress=show_progress)
 
 
@@ -257,6 +280,24 @@ class GeneratorQG:
                        show_progress=show_progress, desc="generating questions",
                        pad_to_max_length=getattr(self, "pad_to_max_length", False), stop_strings=("?",))
         return [clean_question(q) for q in out]
+
+    def generate_alternatives(self, answers: Sequence[str], contexts: Sequence[str], n: int, batch_size: Optional[int] = None,
+                              show_progress: bool = True, context_kind: Optional[str] = None) -> List[List[str]]:
+        """Up to ``n`` distinct questions per pair, best first (beam search with
+        ``n`` beams; ``n=1``: :meth:`generate`'s question)."""
+        from d2t_metrics.generator import generate_alternatives
+
+        _check_pairs(answers, contexts)
+        prompts = self.prompts(answers, contexts, context_kind)
+        out = generate_alternatives(self.model, self.tokenizer, prompts, n, max_new_tokens=self.max_new_tokens,
+                                    batch_size=int(batch_size or self.batch_size), max_prompt_tokens=self.max_prompt_tokens,
+                                    show_progress=show_progress, desc="generating questions",
+                                    pad_to_max_length=getattr(self, "pad_to_max_length", False), stop_strings=("?",))
+        return [_distinct(clean_question(q) for q in beams) for beams in out]
+
+
+def _distinct(questions) -> List[str]:
+    return list(dict.fromkeys(q for q in questions if q.strip()))
 
 
 # ---------------------------------------------------------------- loading

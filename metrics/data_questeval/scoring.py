@@ -17,7 +17,9 @@ predicted answer against the answer the question was generated from) and
 ``bertscore`` (BERTScore F1 of the same two strings). Each is clipped to
 [0, 1]; a side's score is the mean over its questions of the mean of the three
 (QuestEval averages each kind over the questions, then the kinds: the same
-number). The example's score against one source is the mean of its two sides;
+number). Where several questions ask about one answer candidate (the
+table side with the project's QG, ``questions_per_value``), the candidate's
+score is the mean of its questions' and the side's the mean over candidates. The example's score against one source is the mean of its two sides;
 against several sources (table and references) it is their max (QuestEval's
 ``reduction_multi_refs``) or, on request, their mean.
 
@@ -53,11 +55,22 @@ def question_score(answerability: float, f1: float, bertscore: float) -> float:
     return (clip01(answerability) + clip01(f1) + clip01(bertscore)) / 3.0
 
 
+def candidate_scores(questions: Sequence[Dict[str, Any]]) -> List[Tuple[str, float]]:
+    """(answer, score) per answer candidate, in order: the mean score of the
+    questions asked about it. Questions that share a ``candidate`` index ask
+    about one candidate; a question without one is its own."""
+    groups: "collections.OrderedDict[Any, List[Dict[str, Any]]]" = collections.OrderedDict()
+    for n, q in enumerate(questions):
+        groups.setdefault(q.get("candidate", ("question", n)), []).append(q)
+    return [(qs[0].get("answer", ""), sum(q["score"] for q in qs) / len(qs)) for qs in groups.values()]
+
+
 def side_score(questions: Sequence[Dict[str, Any]]) -> Optional[float]:
-    """The mean of the questions' scores, ``None`` without questions."""
-    if not questions:
-        return None
-    return sum(q["score"] for q in questions) / len(questions)
+    """The mean over answer candidates of their questions' mean score (every
+    candidate weighs the same however many questions ask about it; with one
+    question each, QuestEval's mean over questions), ``None`` without questions."""
+    scores = [score for _, score in candidate_scores(questions)]
+    return sum(scores) / len(scores) if scores else None
 
 
 def source_score(precision: Optional[float], recall: Optional[float]) -> float:
