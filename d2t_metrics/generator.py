@@ -1,6 +1,8 @@
 """The small text generator two metrics share: a causal language model with
 LoRA adapters, trained on (prompt, target) pairs and run with batched greedy
-decoding that runs the prompts' common beginnings once (:mod:`d2t_metrics.greedy`).
+decoding that runs the prompts' common beginnings once (:mod:`d2t_metrics.greedy`),
+or with beam search where several continuations of a prompt are wanted
+(:func:`generate_alternatives`).
 
 data_questeval uses it for question generation, fact_accuracy for
 text-to-triples extraction; each metric owns its prompts and its training

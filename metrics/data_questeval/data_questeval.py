@@ -1,6 +1,7 @@
 """Data-QuestEval (Rebuffel et al., 2021): a reference-less data-to-text metric
 that asks questions about the table and the text and compares the answers."""
 
+import numbers
 import os
 
 import datasets
@@ -309,9 +310,14 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
         if isinstance(max_answers, bool) or not isinstance(max_answers, int) or max_answers < 1:
             raise ValueError(f"max_answers must be a positive int, got {max_answers!r}")
         per_value = options.get("questions_per_value")
-        if per_value is not None and (isinstance(per_value, bool) or not isinstance(per_value, int)
+        if per_value is not None and (isinstance(per_value, bool) or not isinstance(per_value, numbers.Integral)
                                       or not 1 <= per_value <= MAX_QUESTIONS_PER_VALUE):
             raise ValueError(f"questions_per_value must be None or an int from 1 to {MAX_QUESTIONS_PER_VALUE}, got {per_value!r}")
+        table_qg = self.models["table_qg"]
+        if per_value is not None and per_value > 1 and not isinstance(table_qg, str) \
+                and not callable(getattr(table_qg, "generate_alternatives", None)):
+            raise ValueError(f"questions_per_value={per_value} needs a table QG with a generate_alternatives() method; "
+                             f"{type(table_qg).__name__} has none (pass questions_per_value=1)")
         for flag in ("use_references", "use_cache", "pad_to_max_length", "per_example", "show_progress"):
             if flag in options and not isinstance(options[flag], bool):
                 raise ValueError(f"{flag} must be True or False, got {options[flag]!r}")
@@ -333,9 +339,6 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
 
         backends = self._load()
         per_value = self.questions_per_value(questions_per_value)
-        if per_value > 1 and not callable(getattr(backends["table_qg"], "generate_alternatives", None)):
-            raise ValueError(f"questions_per_value={per_value} needs a table QG with a generate_alternatives() method; "
-                             f"{type(backends['table_qg']).__name__} has none (pass questions_per_value=1)")
         for backend in backends.values():
             _set_padding(backend, pad_to_max_length)
         try:

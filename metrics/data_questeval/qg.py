@@ -41,7 +41,11 @@ names the context kind it was trained for (``context_kind``: ``text`` or
 ``table``), which ``generate`` uses unless told otherwise.
 
 Both take ``generate(answers, contexts, batch_size=None, show_progress=True)``
-and return the questions in input order. :func:`load_qg` picks the backend.
+and return the questions in input order, and
+``generate_alternatives(answers, contexts, n)``: up to ``n`` distinct
+questions per pair, best first, by beam search with ``n`` beams (the metric
+asks the project's table QG three per table value: one badly formed
+question then does not decide a fact). :func:`load_qg` picks the backend.
 
 :func:`table_values` gives the answers QuestEval asks about in a linearized
 table (its ``extract_table_answers``: the ``[ … ]`` items), with their
