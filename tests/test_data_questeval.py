@@ -264,9 +264,9 @@ def test_questeval_strings_for_its_own_example(tiny_seq2seq, monkeypatch):
     """The exact QG and QA inputs built for QuestEval's README example (T5 backends)."""
     seen = {"qg": [], "qa": []}
 
-    def spy_qg(self, inputs):
+    def spy_qg(self, inputs, num_beams=1):
         seen["qg"].extend(inputs)
-        return ["who discovered 1950 da?" for _ in inputs]
+        return ["who discovered 1950 da?" for _ in inputs for _ in range(num_beams)]
 
     def spy_qa(self, questions, contexts, batch_size=None, show_progress=True):
         seen["qa"].extend(self.format_input(q, c) for q, c in zip(questions, contexts))

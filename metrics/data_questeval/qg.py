@@ -193,27 +193,11 @@ class T5QG:
                                       max_new_tokens=self.max_new_tokens)
         return [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True, clean_up_tokenization_spaces=True)]
 
-    def generate(self, answers: Sequence[str], contexts: Sequence[str], batch_size: Optional[int] = None,
-                 show_progress: bool = True) -> List[str]:
+    def _beams(self, answers: Sequence[str], contexts: Sequence[str], n: int, batch_size: Optional[int],
+               show_progress: bool) -> List[List[str]]:
+        """The ``n`` beams of each pair, best first (greedy for 1); a batch holds ``batch_size`` beams in all."""
         from d2t_metrics.models import run_batched
 
-        _check_pairs(answers, contexts)
-        inputs = [self.format_input(a, c) for a, c in zip(answers, contexts)]
-        if not inputs:
-            return []
-        lengths = [len(ids) for ids in self.tokenizer(inputs, truncation=True, max_length=self.max_source_length)["input_ids"]]
-        return run_batched(inputs, lengths, self._run, batch_size=int(batch_size or self.batch_size),
-                           desc="generating questions", show_progress=show_progress)
-
-    def generate_alternatives(self, answers: Sequence[str], contexts: Sequence[str], n: int, batch_size: Optional[int] = None,
-                              show_progress: bool = True) -> List[List[str]]:
-        """Up to ``n`` distinct questions per pair, best first: beam search with
-        ``n`` beams (QuestEval asks one greedy question: ``n=1``)."""
-        from d2t_metrics.models import run_batched
-
-        n = int(n)
-        if n == 1:
-            return [_distinct([q]) for q in self.generate(answers, contexts, batch_size, show_progress)]
         _check_pairs(answers, contexts)
         inputs = [self.format_input(a, c) for a, c in zip(answers, contexts)]
         if not inputs:
@@ -222,10 +206,20 @@ class T5QG:
 
         def run(batch):
             out = self._run(batch, num_beams=n)
-            return [_distinct(out[k * n: (k + 1) * n]) for k in range(len(batch))]
+            return [out[k * n: (k + 1) * n] for k in range(len(batch))]
 
         return run_batched(inputs, lengths, run, batch_size=max(1, int(batch_size or self.batch_size) // n),
                            desc="generating questions", show_progress=show_progress)
+
+    def generate(self, answers: Sequence[str], contexts: Sequence[str], batch_size: Optional[int] = None,
+                 show_progress: bool = True) -> List[str]:
+        return [beams[0] for beams in self._beams(answers, contexts, 1, batch_size, show_progress)]
+
+    def generate_alternatives(self, answers: Sequence[str], contexts: Sequence[str], n: int, batch_size: Optional[int] = None,
+                              show_progress: bool = True) -> List[List[str]]:
+        """Up to ``n`` distinct questions per pair, best first: beam search with
+        ``n`` beams (QuestEval asks one greedy question: ``n=1``)."""
+        return [_distinct(beams) for beams in self._beams(answers, contexts, int(n), batch_size, show_progress)]
 
 
 # ---------------------------------------------------------------- the project's small generator
@@ -278,11 +272,8 @@ class GeneratorQG:
         from d2t_metrics.generator import generate
 
         _check_pairs(answers, contexts)
-        prompts = self.prompts(answers, contexts, context_kind)
-        out = generate(self.model, self.tokenizer, prompts, max_new_tokens=self.max_new_tokens,
-                       batch_size=int(batch_size or self.batch_size), max_prompt_tokens=self.max_prompt_tokens,
-                       show_progress=show_progress, desc="generating questions",
-                       pad_to_max_length=getattr(self, "pad_to_max_length", False), stop_strings=("?",))
+        out = generate(self.model, self.tokenizer, self.prompts(answers, contexts, context_kind),
+                       **self._decoding(batch_size, show_progress))
         return [clean_question(q) for q in out]
 
     def generate_alternatives(self, answers: Sequence[str], contexts: Sequence[str], n: int, batch_size: Optional[int] = None,
@@ -292,12 +283,14 @@ class GeneratorQG:
         from d2t_metrics.generator import generate_alternatives
 
         _check_pairs(answers, contexts)
-        prompts = self.prompts(answers, contexts, context_kind)
-        out = generate_alternatives(self.model, self.tokenizer, prompts, n, max_new_tokens=self.max_new_tokens,
-                                    batch_size=int(batch_size or self.batch_size), max_prompt_tokens=self.max_prompt_tokens,
-                                    show_progress=show_progress, desc="generating questions",
-                                    pad_to_max_length=getattr(self, "pad_to_max_length", False), stop_strings=("?",))
+        out = generate_alternatives(self.model, self.tokenizer, self.prompts(answers, contexts, context_kind), n,
+                                    **self._decoding(batch_size, show_progress))
         return [_distinct(clean_question(q) for q in beams) for beams in out]
+
+    def _decoding(self, batch_size: Optional[int], show_progress: bool) -> Dict[str, Any]:
+        return dict(max_new_tokens=self.max_new_tokens, batch_size=int(batch_size or self.batch_size),
+                    max_prompt_tokens=self.max_prompt_tokens, show_progress=show_progress, desc="generating questions",
+                    pad_to_max_length=getattr(self, "pad_to_max_length", False), stop_strings=("?",))
 
 
 def _distinct(questions) -> List[str]:

@@ -19,8 +19,9 @@ predicted answer against the answer the question was generated from) and
 (QuestEval averages each kind over the questions, then the kinds: the same
 number). Where several questions ask about one answer candidate (the
 table side with the project's QG, ``questions_per_value``), the candidate's
-score is the mean of its questions' and the side's the mean over candidates. The example's score against one source is the mean of its two sides;
-against several sources (table and references) it is their max (QuestEval's
+score is the mean of its questions' and the side's the mean over
+candidates. The example's score against one source is the mean of its two
+sides; against several sources (table and references) it is their max (QuestEval's
 ``reduction_multi_refs``) or, on request, their mean.
 
 Reading choices (the card lists them): an empty hypothesis scores 0 against
