@@ -214,6 +214,8 @@ def test_add_batch_carries_the_tables(rules):
     ({"predictions": ["a"], "tables": [BEAN], "questions_per_value": 9}, "questions_per_value"),
     ({"predictions": ["a"], "tables": [BEAN], "questions_per_value": True}, "questions_per_value"),
     ({"predictions": ["a"], "tables": [BEAN], "questions_per_value": "3"}, "questions_per_value"),
+    ({"predictions": ["a"], "tables": [BEAN], "questions_per_text_answer": 0}, "questions_per_text_answer"),
+    ({"predictions": ["a"], "tables": [BEAN], "questions_per_text_answer": 2.0}, "questions_per_text_answer"),
     ({"predictions": ["a"], "tables": [BEAN], "temperature": 1}, "temperature"),
 ])
 def test_bad_inputs_are_refused_before_any_model_runs(kwargs, message):
@@ -229,7 +231,40 @@ def test_several_questions_per_value_need_a_qg_that_can_ask_them():
     assert m.questions_per_value() == 1 and "|questions_per_value:1|" in m.signature()  # not the project's generator
     with pytest.raises(ValueError, match="generate_alternatives"):
         m.compute(predictions=["a"], tables=[BEAN], questions_per_value=2, show_progress=False)
+    with pytest.raises(ValueError, match="questions_per_text_answer=3 needs a text_qg"):
+        m.compute(predictions=["a"], tables=[BEAN], questions_per_text_answer=3, show_progress=False)
     assert qg.calls == [] and qa.calls == []
+
+
+class BeamRuleQG(RuleQG):
+    """RuleQG that can also ask ``n`` differently worded questions per answer, the first of them generate()'s."""
+
+    def generate_alternatives(self, answers, contexts, n, batch_size=None, show_progress=True):
+        self.calls.append(("alternatives", n, list(zip(answers, contexts))))
+        return [[f"What is {a}?", f"Which one is {a}?", f"Who or what is {a}?"][:n] for a in answers]
+
+
+def test_several_questions_per_text_answer_each_candidate_weighs_the_same():
+    text_qg, table_qg, qa = BeamRuleQG(), RuleQG(), ExactQA()
+    m = evaluate.load(METRIC, text_qg=text_qg, table_qg=table_qg, text_qa=qa, table_qa=qa)
+    text = "Alan Bean was born in Wheeler, Texas."
+    one = m.compute(predictions=[text], tables=[BEAN], per_example=True, show_progress=False)["examples"][0]["sources"][0]
+    assert len(one["from_text"]) == len({q["candidate"] for q in one["from_text"]}) > 1  # QuestEval's one question each
+    assert not any(call[0] == "alternatives" for call in text_qg.calls)
+    three = m.compute(predictions=[text], tables=[BEAN], per_example=True, show_progress=False,
+                      questions_per_text_answer=3)["examples"][0]["sources"][0]
+    asked = three["from_text"]
+    assert [c[1] for c in text_qg.calls if c[0] == "alternatives"] == [3]
+    assert len(asked) == 3 * len(one["from_text"])
+    for q1 in one["from_text"]:  # each candidate: its first question is the greedy one, then two more
+        about = [q for q in asked if q["candidate"] == q1["candidate"]]
+        assert [q["question"] for q in about][0] == q1["question"] and {q["answer"] for q in about} == {q1["answer"]}
+    assert three["precision"] == pytest.approx(scoring.side_score(asked))
+    assert three["precision"] == pytest.approx(sum(sum(q["score"] for q in asked if q["candidate"] == q1["candidate"]) / 3
+                                                   for q1 in one["from_text"]) / len(one["from_text"]))
+    assert three["from_source"] == one["from_source"]  # the table side is untouched
+    assert "|questions_per_text_answer:3|" in m.signature(questions_per_text_answer=3)
+    assert "|questions_per_text_answer:1|" in m.signature()
 
 
 def test_model_arguments_are_checked(tmp_path):
@@ -320,7 +355,7 @@ def test_project_backends_run_end_to_end(tiny_checkpoints):
 
     signature = m.signature()
     assert f"text_qa:text_qa@{checkpoint_fingerprint(os.path.join(tiny_checkpoints, 'text_qa'))}," in signature
-    assert "reduction:max|questions_per_value:3|" in signature and signature.endswith("|version:1.2")
+    assert "reduction:max|questions_per_value:3|questions_per_text_answer:1|" in signature and signature.endswith("|version:1.3")
     assert "|questions_per_value:1|" in m.signature(questions_per_value=1)
 
     # the project's table QG asks up to three questions about each table value; the value's score is their mean

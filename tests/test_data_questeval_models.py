@@ -434,6 +434,27 @@ def test_text_qg_command_records_round_trip_scores(text_qg, text_qa):
     assert scores["round_trip"]["qa"] and 0.0 <= scores["round_trip"]["share_answered_correctly"] <= 1.0
 
 
+def test_heldout_training_questions_leave_out_the_dev_paragraphs(mini_shared):
+    heldout = load_squad(squad_file(mini_shared, heldout=True))
+    dev = [q for q in heldout if q.title == "Blue"][:1]
+    added = train.heldout_training_questions(heldout, dev)
+    assert [q.question for q in added] == ["Which city does the airport serve?"]  # Blue's other question shares dev's paragraph
+    assert train.heldout_training_questions(heldout, []) == heldout
+
+
+def test_text_qg_command_can_also_train_on_the_heldout_half(tiny_causal_lm, mini_shared, text_qa, text_qg, tmp_path):
+    out = str(tmp_path / "qg")
+    argv = ["text-qg", "--out", out, "--shared", mini_shared, "--base", tiny_causal_lm, "--qa", text_qa, "--max-dev", "1",
+            "--heldout-train"]
+    assert train.main(argv + QG_TRAIN_OPTS) == 0
+    training = _recipe(out)["training"]
+    heldout = load_squad(squad_file(mini_shared, heldout=True))
+    added = train.heldout_training_questions(heldout, sample(heldout, 1, 13))
+    assert training["heldout_pairs_added"] == len(added) > 0
+    assert training["pairs"] == 4 + len(added) and "second half" in training["data"]
+    assert "heldout_pairs_added" not in _recipe(text_qg)["training"]  # a default run's recipe reads as before
+
+
 def test_synthesize_command_writes_corpus_and_stats_and_resumes(text_qg, text_qa, mini_shared, tmp_path):
     out = str(tmp_path / "syn" / "synthetic_webnlg.jsonl")
     argv = ["synthesize", "--qg", text_qg, "--qa", text_qa, "--out", out, "--shared", mini_shared, "--chunk-size", "1",

@@ -421,14 +421,32 @@ def cmd_text_qa(args, argv) -> Dict[str, Any]:
                          eval_batch_size=args.eval_batch_size, extra_dev=extra_dev)
 
 
+def heldout_training_questions(heldout: Sequence, dev: Sequence) -> List:
+    """The held-out half's questions whose paragraph holds no dev question: more
+    training pairs for the QG, none of them sharing a context with its dev pairs
+    (the text QA's own dev scores are not affected: the QG is not the QA)."""
+    dev_contexts = {q.context for q in dev}
+    return [q for q in heldout if q.context not in dev_contexts]
+
+
 def cmd_text_qg(args, argv) -> Dict[str, Any]:
     shared = _shared(args)
-    train = qg_pairs(sample(load_squad(squad_file(shared)), args.max_train, args.seed), args.context_words)
-    dev = qg_pairs(sample(load_squad(squad_file(shared, heldout=True)), args.max_dev, args.seed), args.context_words)
+    train_q = sample(load_squad(squad_file(shared)), args.max_train, args.seed)
+    heldout = load_squad(squad_file(shared, heldout=True))
+    dev_q = sample(heldout, args.max_dev, args.seed)
+    data = "SQuAD v1.1 dev-v1.1.json (first half of the official dev set)"
+    added = heldout_training_questions(heldout, dev_q) if args.heldout_train else []
+    if added:
+        train_q = sample(train_q + added, 0, args.seed)
+        data += " and test-v1.1.json (second half) except the paragraphs of the dev pairs"
+    train = qg_pairs(train_q, args.context_words)
+    dev = qg_pairs(dev_q, args.context_words)
     qa_path = args.qa or _default_checkpoint("text_qa")
-    meta = {"training": {"command": command_line(argv), "data": "SQuAD v1.1 dev-v1.1.json (first half of the official dev set)",
+    meta = {"training": {"command": command_line(argv), "data": data,
                          "dev_data": "SQuAD v1.1 test-v1.1.json (second half), sampled", "pairs": len(train),
                          "context_words": args.context_words, "dev_pairs": len(dev)}}
+    if args.heldout_train:  # recorded only when used, so that older recipes read the same
+        meta["training"]["heldout_pairs_added"] = len(added)
     return train_qg(train, dev, {}, args.out, meta, args, qa_path, "text")
 
 
@@ -685,6 +703,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-dev", type=int, default=64, help="held-out SQuAD questions for the dev scores")
     p.add_argument("--context-words", type=int, default=80, help="words of context around the answer (qa_data.QG_CONTEXT_WORDS)")
     p.add_argument("--qa", default=None, help="QA for the round-trip dev score (default: checkpoints/data_questeval/text_qa if present)")
+    p.add_argument("--heldout-train", action="store_true",
+                   help="also train on the second half's questions, except those whose paragraph holds a dev pair")
 
     p = sub.add_parser("synthesize", help="steps 2-3: the synthetic (table, question, answer) corpus from WebNLG train texts")
     p.add_argument("--qg", required=True, help="the textual QG (a generator checkpoint or a T5 QG)")
