@@ -21,8 +21,10 @@ site-packages.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -63,12 +65,38 @@ def _gguf_file() -> str:
     return path
 
 
+_STAMPS: Dict[Tuple[str, int, float], str] = {}
+# earlier releases named a conversion by the GGUF's size and mtime, so every reinstall left another (517 MB each)
+_LEGACY_CONVERSION = re.compile(r"SmolLM2-135M-Instruct-\d+-\d+$")
+
+
+def _content_stamp(path: str) -> str:
+    """The first 16 hex digits of the file's SHA-256 (hashed once per process):
+    the same GGUF, reinstalled, finds its conversion again."""
+    key = (path, os.path.getsize(path), os.path.getmtime(path))
+    if key not in _STAMPS:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        _STAMPS[key] = digest.hexdigest()[:16]
+    return _STAMPS[key]
+
+
+def _remove_legacy_conversions(bases: str) -> None:
+    for name in os.listdir(bases) if os.path.isdir(bases) else []:
+        if _LEGACY_CONVERSION.match(name):
+            shutil.rmtree(os.path.join(bases, name), ignore_errors=True)
+
+
 def smollm2_path() -> str:
     """A folder with SmolLM2-135M-Instruct as a float safetensors model, made
-    from the PyPI GGUF on first use and cached (:func:`cache_dir`)."""
+    from the PyPI GGUF on first use and cached (:func:`cache_dir`), named by
+    the GGUF's content."""
     gguf = _gguf_file()
-    stamp = f"{os.path.getsize(gguf)}-{int(os.path.getmtime(gguf))}"
-    target = os.path.join(cache_dir(), "bases", f"SmolLM2-135M-Instruct-{stamp}")
+    bases = os.path.join(cache_dir(), "bases")
+    target = os.path.join(bases, f"SmolLM2-135M-Instruct-{_content_stamp(gguf)}")
+    _remove_legacy_conversions(bases)
     if os.path.isfile(os.path.join(target, "model.safetensors")):
         return target
     import torch

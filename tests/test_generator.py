@@ -97,6 +97,26 @@ def test_the_offline_base_names_its_package_when_missing(monkeypatch):
         generator.smollm2_path()
 
 
+def test_the_converted_base_is_named_by_content_and_legacy_copies_go(monkeypatch, tmp_path):
+    gguf = tmp_path / "pkg" / generator.SMOLLM2_GGUF
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"not really a gguf")
+    monkeypatch.setattr(generator, "_gguf_file", lambda: str(gguf))
+    monkeypatch.setenv("D2T_METRICS_CACHE", str(tmp_path / "cache"))
+    bases = tmp_path / "cache" / "bases"
+    stamp = generator._content_stamp(str(gguf))
+    converted = bases / f"SmolLM2-135M-Instruct-{stamp}"
+    converted.mkdir(parents=True)
+    (converted / "model.safetensors").write_bytes(b"")
+    legacy = bases / "SmolLM2-135M-Instruct-98362432-1795633861"  # size-mtime name: one per reinstall
+    legacy.mkdir()
+    other = bases / "SmolLM2-135M-Instruct-0123456789abcdef"  # another GGUF's conversion, e.g. another install's
+    other.mkdir()
+    os.utime(gguf, (0, 0))  # a reinstall changes the mtime, not the content
+    assert generator.smollm2_path() == str(converted)
+    assert len(stamp) == 16 and not legacy.exists() and other.exists()
+
+
 # ---------------------------------------------------------------- prefix-sharing greedy decoding
 
 

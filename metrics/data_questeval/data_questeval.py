@@ -104,8 +104,8 @@ Args:
     questions_per_text_answer (int): questions asked about each answer
         candidate of a text, the prediction's and each reference's (beam
         search; 1 to 8; default 1, QuestEval's). 3 makes the text side less
-        noisy (WebNLG 2017: segment Pearson 0.722 -> 0.730) but takes about
-        three times as long: worth it on a GPU, slow on a CPU (see the card).
+        noisy (WebNLG 2017: segment Pearson 0.722 -> 0.729), but the metric
+        takes about 3.5 times as long on a CPU (seconds more on a GPU).
     use_cache (bool): keep each source's questions across calls and answer
         each distinct (question, context) once (default True); False
         recomputes everything, as QuestEval without its cache does.
