@@ -423,8 +423,7 @@ def cmd_text_qa(args, argv) -> Dict[str, Any]:
 
 def heldout_training_questions(heldout: Sequence, dev: Sequence) -> List:
     """The held-out half's questions whose paragraph holds no dev question: more
-    training pairs for the QG, none of them sharing a context with its dev pairs
-    (the text QA's own dev scores are not affected: the QG is not the QA)."""
+    training pairs for the QG, none of them sharing a context with its dev pairs."""
     dev_contexts = {q.context for q in dev}
     return [q for q in heldout if q.context not in dev_contexts]
 
