@@ -1,6 +1,6 @@
 """The small text generator two metrics share: a causal language model with
 LoRA adapters, trained on (prompt, target) pairs and run with batched greedy
-decoding that runs the prompts' common beginnings once (:mod:`d2t_metrics.greedy`),
+decoding that runs the prompts' common beginnings once (:mod:`d2t_metrics.decoding`),
 or with beam search where several continuations of a prompt are wanted
 (:func:`generate_alternatives`).
 
@@ -195,17 +195,17 @@ def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 32,
     task's instruction ends).
 
     Llama-style decoders (the default base) go through
-    :mod:`d2t_metrics.greedy`: a prompt given twice is decoded once, prompts
+    :mod:`d2t_metrics.decoding`: a prompt given twice is decoded once, prompts
     that begin alike share one pass over their beginning, and a row stops
     costing anything once it ends. Other decoders, and
     ``pad_to_max_length=True`` (every batch padded to ``max_prompt_tokens``:
     the slow path benchmarks compare with), use transformers' ``generate`` on
     length-sorted batches. Both give the same continuations."""
-    from .greedy import supports_prefix_sharing
+    from .decoding import supports_prefix_sharing
 
     if not prompts:
         return []
-    tokenizer.truncation_side = "left"
+    tokenizer.truncation_side = tokenizer.padding_side = "left"  # generation continues every prompt at its end
     stop_ids = _stop_ids(tokenizer)
     options = dict(max_new_tokens=int(max_new_tokens), batch_size=int(batch_size), max_prompt_tokens=int(max_prompt_tokens),
                    show_progress=show_progress, desc=desc)
@@ -242,8 +242,7 @@ def _generate_with_transformers(model, tokenizer, prompts, stop_ids, pad_to_max_
         texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
         return [texts[k * num_beams: (k + 1) * num_beams] for k in range(len(batch))]
 
-    # a batch holds batch_size sequences in all, whatever the beams
-    return run_batched(prompts, lengths, run, batch_size=max(1, batch_size // num_beams), desc=desc, show_progress=show_progress)
+    return run_batched(prompts, lengths, run, batch_size=batch_size, desc=desc, show_progress=show_progress)
 
 
 def generate_alternatives(model, tokenizer, prompts: Sequence[str], num_alternatives: int, max_new_tokens: int = 32,
@@ -254,7 +253,13 @@ def generate_alternatives(model, tokenizer, prompts: Sequence[str], num_alternat
     beam search with that many beams, each beam cut as :func:`generate` cuts
     its continuation; empty and repeated ones are dropped. With 1 it is
     :func:`generate`'s greedy continuation (``[]`` where that is empty).
-    ``batch_size`` counts beams, so memory stays that of greedy batches."""
+    ``batch_size`` counts prompts: a batch holds ``batch_size`` × ``n``
+    beams (on a CPU a step costs little more for more rows).
+
+    Llama-style decoders go through :func:`d2t_metrics.decoding.beam_continuations`
+    (prompts run once before their beams part, and share their common
+    beginnings); others, and ``pad_to_max_length=True``, through transformers'
+    ``generate``. Both give the same beams."""
     n = int(num_alternatives)
     if isinstance(num_alternatives, bool) or n < 1:
         raise ValueError(f"num_alternatives must be a positive int, got {num_alternatives!r}")
@@ -264,11 +269,55 @@ def generate_alternatives(model, tokenizer, prompts: Sequence[str], num_alternat
         return [[text] if text else [] for text in generate(model, tokenizer, prompts, **options)]
     if not prompts:
         return []
-    tokenizer.truncation_side = "left"
-    raw = _generate_with_transformers(model, tokenizer, list(prompts), _stop_ids(tokenizer), pad_to_max_length,
-                                      int(max_new_tokens), int(batch_size), int(max_prompt_tokens), show_progress, desc,
-                                      num_beams=n)
+    tokenizer.truncation_side = tokenizer.padding_side = "left"  # generation continues every prompt at its end
+    if pad_to_max_length or not _beams_share_prefixes(model):
+        raw = _generate_with_transformers(model, tokenizer, list(prompts), _stop_ids(tokenizer), pad_to_max_length,
+                                          int(max_new_tokens), int(batch_size), int(max_prompt_tokens), show_progress, desc,
+                                          num_beams=n)
+    else:
+        raw = _beams_sharing_prefixes(model, tokenizer, list(prompts), n, int(max_new_tokens), int(batch_size),
+                                      int(max_prompt_tokens), show_progress, desc)
     return [list(dict.fromkeys(t for t in (_first_line(text, stop_strings) for text in beams) if t)) for beams in raw]
+
+
+def _beams_share_prefixes(model) -> bool:
+    from .decoding import supports_prefix_sharing
+
+    # d2t_metrics.decoding follows generate's beam search at its default early stopping only (None: the default)
+    return supports_prefix_sharing(model) and getattr(getattr(model, "generation_config", None), "early_stopping", None) in (None, False)
+
+
+def _beams_sharing_prefixes(model, tokenizer, prompts, num_beams, max_new_tokens, batch_size, max_prompt_tokens,
+                            show_progress, desc) -> List[List[str]]:
+    import torch
+
+    from .decoding import beam_continuations
+
+    token_ids = _prompt_token_ids(tokenizer, prompts, max_prompt_tokens)
+    distinct = list(dict.fromkeys(token_ids))
+    # the stop tokens generate is given: a beam that has written "?" goes on to its end of line as there
+    stops = _stop_ids(tokenizer)
+    length_penalty = getattr(getattr(model, "generation_config", None), "length_penalty", None)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    with torch.inference_mode():
+        beams = beam_continuations(base, distinct, num_beams, max_new_tokens, stops, _pad_id(tokenizer),
+                                   batch_size=batch_size * num_beams,
+                                   length_penalty=1.0 if length_penalty is None else float(length_penalty),
+                                   show_progress=show_progress, desc=desc)
+    texts = dict(zip(distinct, ([tokenizer.decode(c, skip_special_tokens=True) for c in b] for b in beams)))
+    return [texts[ids] for ids in token_ids]
+
+
+def _prompt_token_ids(tokenizer, prompts, max_prompt_tokens) -> List[Tuple[int, ...]]:
+    token_ids = tokenizer(prompts, truncation=True, max_length=max_prompt_tokens, verbose=False)["input_ids"]
+    for i, ids in enumerate(token_ids):
+        if not ids:
+            raise ValueError(f"prompts[{i}] has no tokens: a decoder needs at least one to continue")
+    return [tuple(ids) for ids in token_ids]
+
+
+def _pad_id(tokenizer) -> int:
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 
 def _stop_ids(tokenizer) -> List[int]:
@@ -280,22 +329,19 @@ def _generate_sharing_prefixes(model, tokenizer, prompts, stop_ids, stop_strings
                                max_prompt_tokens, show_progress, desc) -> List[str]:
     import torch
 
-    from .greedy import greedy_continuations, stop_token_ids
+    from .decoding import greedy_continuations, stop_token_ids
 
-    token_ids = tokenizer(prompts, truncation=True, max_length=max_prompt_tokens, verbose=False)["input_ids"]
-    for i, ids in enumerate(token_ids):
-        if not ids:
-            raise ValueError(f"prompts[{i}] has no tokens: a decoder needs at least one to continue")
-    distinct = list(dict.fromkeys(tuple(ids) for ids in token_ids))
+    token_ids = _prompt_token_ids(tokenizer, prompts, max_prompt_tokens)
+    distinct = list(dict.fromkeys(token_ids))
     # any token holding a newline or a stop string ends the first line: no need to decode past it
     stops = sorted(set(stop_ids) | set(stop_token_ids(tokenizer, ("\n", *stop_strings))))
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad_id = _pad_id(tokenizer)
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT: its LoRA layers are inside
     with torch.inference_mode():
         continuations = greedy_continuations(base, distinct, max_new_tokens, stops, pad_id, batch_size=batch_size,
                                              show_progress=show_progress, desc=desc)
     text_of = dict(zip(distinct, tokenizer.batch_decode(continuations, skip_special_tokens=True)))
-    return [text_of[tuple(ids)] for ids in token_ids]
+    return [text_of[ids] for ids in token_ids]
 
 
 # ---------------------------------------------------------------- training

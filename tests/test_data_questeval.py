@@ -229,6 +229,7 @@ def test_bad_inputs_are_refused_before_any_model_runs(kwargs, message):
 def test_several_questions_per_value_need_a_qg_that_can_ask_them():
     m, qg, qa = rule_metric()
     assert m.questions_per_value() == 1 and "|questions_per_value:1|" in m.signature()  # not the project's generator
+    assert m.questions_per_text_answer() == 1 and "|questions_per_text_answer:1|" in m.signature()
     with pytest.raises(ValueError, match="generate_alternatives"):
         m.compute(predictions=["a"], tables=[BEAN], questions_per_value=2, show_progress=False)
     with pytest.raises(ValueError, match="questions_per_text_answer=3 needs a text_qg"):
@@ -355,8 +356,9 @@ def test_project_backends_run_end_to_end(tiny_checkpoints):
 
     signature = m.signature()
     assert f"text_qa:text_qa@{checkpoint_fingerprint(os.path.join(tiny_checkpoints, 'text_qa'))}," in signature
-    assert "reduction:max|questions_per_value:3|questions_per_text_answer:1|" in signature and signature.endswith("|version:1.3")
+    assert "reduction:max|questions_per_value:3|questions_per_text_answer:3|" in signature and signature.endswith("|version:1.4")
     assert "|questions_per_value:1|" in m.signature(questions_per_value=1)
+    assert "|questions_per_text_answer:1|" in m.signature(questions_per_text_answer=1)
 
     # the project's table QG asks up to three questions about each table value; the value's score is their mean
     table = r["examples"][0]["sources"][0]
@@ -369,8 +371,16 @@ def test_project_backends_run_end_to_end(tiny_checkpoints):
     assert table["recall"] == pytest.approx(sum(sum(q["score"] for q in asked if q["candidate"] == v) /
                                                 len([q for q in asked if q["candidate"] == v]) for v in values) / len(values))
     one = m.compute(predictions=["Alan Bean was born in Wheeler, Texas."], tables=[BEAN], per_example=True,
-                    show_progress=False, questions_per_value=1)["examples"][0]["sources"][0]["from_source"]
-    assert len(one) == len({q["candidate"] for q in one}) <= len(values)
+                    show_progress=False, questions_per_value=1, questions_per_text_answer=1)["examples"][0]["sources"][0]
+    assert len(one["from_source"]) == len({q["candidate"] for q in one["from_source"]}) <= len(values)
+
+    # and up to three about each answer candidate of the text (beam search; the tiny QG's greedy line is often empty)
+    by_candidate = {}
+    for q in table["from_text"]:
+        by_candidate.setdefault(q["candidate"], []).append(q["question"])
+    assert len(table["from_text"]) <= 3 * len(by_candidate) and any(len(qs) > 1 for qs in by_candidate.values())
+    assert all(len(set(qs)) == len(qs) for qs in by_candidate.values())
+    assert len(one["from_text"]) == len({q["candidate"] for q in one["from_text"]}) <= len(by_candidate)
 
 
 def test_command_line_scores_with_a_checkpoint_folder(tiny_checkpoints, tmp_path, capsys):

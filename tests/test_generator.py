@@ -121,9 +121,9 @@ def test_the_converted_base_is_named_by_content_and_legacy_copies_go(monkeypatch
 
 
 def _with_transformers_generate(monkeypatch):
-    from d2t_metrics import greedy
+    from d2t_metrics import decoding
 
-    monkeypatch.setattr(greedy, "supports_prefix_sharing", lambda model: False)
+    monkeypatch.setattr(decoding, "supports_prefix_sharing", lambda model: False)
 
 
 PROMPTS_ALIKE = [
@@ -174,7 +174,7 @@ def test_rows_leave_the_batch_when_they_stop(varied_lm):
     the others go on unchanged."""
     import torch
 
-    from d2t_metrics.greedy import greedy_continuations
+    from d2t_metrics.decoding import greedy_continuations
 
     tokenizer, model = varied_lm
     ids = [tuple(tokenizer(p)["input_ids"]) for p in PROMPTS_ALIKE[:2] + PROMPTS_ALIKE[3:5]]
@@ -207,7 +207,7 @@ def test_rows_leave_the_batch_when_they_stop(varied_lm):
 
 
 def test_prefix_groups_cover_every_prompt_and_share_only_common_tokens():
-    from d2t_metrics.greedy import prefix_groups
+    from d2t_metrics.decoding import prefix_groups
 
     prompts = [(1, 2, 3, 4, 5), (1, 2, 3, 4, 6), (1, 2, 3, 7), (9, 8, 7), (1, 2, 3, 4, 5, 6), (4,)]
     groups = prefix_groups(prompts)
@@ -222,7 +222,7 @@ def test_prefix_groups_cover_every_prompt_and_share_only_common_tokens():
 
 
 def test_stop_token_ids_find_every_token_holding_the_string(trained):
-    from d2t_metrics.greedy import stop_token_ids
+    from d2t_metrics.decoding import stop_token_ids
 
     out, _ = trained
     tokenizer, _, _ = generator.load_generator(out, device="cpu")
@@ -237,7 +237,7 @@ def test_one_token_prompts_beside_long_ones(varied_lm):
     prefix cache, which must not disturb it or its neighbours."""
     import torch
 
-    from d2t_metrics.greedy import greedy_continuations
+    from d2t_metrics.decoding import greedy_continuations
 
     tokenizer, model = varied_lm
     ids = [(7,), (7, 20, 30, 40, 50), (7, 20, 30, 41), (90, 91)]
@@ -250,7 +250,7 @@ def test_one_token_prompts_beside_long_ones(varied_lm):
 
 
 def test_a_prompt_of_no_tokens_is_an_error(varied_lm):
-    from d2t_metrics.greedy import greedy_continuations
+    from d2t_metrics.decoding import greedy_continuations
 
     tokenizer, model = varied_lm
     with pytest.raises(ValueError, match="prompt 1 has no tokens"):
@@ -258,10 +258,79 @@ def test_a_prompt_of_no_tokens_is_an_error(varied_lm):
 
 
 def test_small_chunks_change_nothing_but_memory(varied_lm, monkeypatch):
-    from d2t_metrics import greedy
+    from d2t_metrics import decoding
 
     tokenizer, model = varied_lm
     options = dict(max_new_tokens=5, batch_size=2, max_prompt_tokens=24, show_progress=False)
     whole = generator.generate(model, tokenizer, PROMPTS_ALIKE, **options)
-    monkeypatch.setattr(greedy, "CHUNK_TOKENS_PER_ROW", 1)  # every group its own chunk
+    monkeypatch.setattr(decoding, "CHUNK_TOKENS_PER_ROW", 1)  # every group its own chunk
     assert generator.generate(model, tokenizer, PROMPTS_ALIKE, **options) == whole
+
+
+# ---------------------------------------------------------------- prefix-sharing beam search
+
+
+@pytest.mark.parametrize("num_beams", [2, 3])
+def test_beams_sharing_prefixes_are_those_of_transformers_generate(varied_lm, monkeypatch, num_beams):
+    tokenizer, model = varied_lm
+    options = dict(max_new_tokens=6, batch_size=4, max_prompt_tokens=20, show_progress=False, stop_strings=("e",))
+    shared = generator.generate_alternatives(model, tokenizer, PROMPTS_ALIKE, num_beams, **options)
+    with monkeypatch.context() as m:
+        _with_transformers_generate(m)
+        plain = generator.generate_alternatives(model, tokenizer, PROMPTS_ALIKE, num_beams, **options)
+    assert shared == plain
+    assert shared[0] == shared[2] and sum(len(b) > 1 for b in shared) >= 4  # several distinct beams per prompt
+
+
+def test_beam_search_token_level_with_stops_and_rows_leaving(varied_lm):
+    """Token level, one prompt at a time through transformers' generate, with
+    stop tokens that end some beams early: the same beams in the same order,
+    and a prompt whose beams are settled leaves the batch before the others."""
+    import torch
+
+    from d2t_metrics.decoding import beam_continuations
+
+    tokenizer, model = varied_lm
+    ids = [tuple(tokenizer(p)["input_ids"]) for p in PROMPTS_ALIKE[:2] + PROMPTS_ALIKE[3:5] + PROMPTS_ALIKE[6:]]
+
+    def reference(prompt, stops, k):
+        with torch.inference_mode():
+            out = model.generate(input_ids=torch.tensor([prompt]), max_new_tokens=8, do_sample=False, num_beams=k,
+                                 num_return_sequences=k, eos_token_id=stops, pad_token_id=tokenizer.pad_token_id)
+        rows = []
+        for row in out[:, len(prompt):].tolist():  # generate pads after the stop token
+            ends = [j for j, t in enumerate(row) if t in stops]
+            rows.append(row[:ends[0] + 1] if ends else row)
+        return rows
+
+    greedy = [reference(p, [tokenizer.pad_token_id], 1)[0] for p in ids]
+    stops = sorted({g[1] for g in greedy} | {g[3] for g in greedy[:2]})  # greedy tokens: some beams stop early
+    rows_per_step = []
+    forward = model.forward
+
+    def counting(*args, **kwargs):
+        if kwargs["input_ids"].shape[1] == 1:
+            rows_per_step.append(kwargs["input_ids"].shape[0])
+        return forward(*args, **kwargs)
+
+    model.forward = counting
+    try:
+        with torch.inference_mode():
+            got = beam_continuations(model, ids, num_beams=3, max_new_tokens=8, stop_ids=stops,
+                                     pad_id=tokenizer.pad_token_id, batch_size=3 * len(ids), show_progress=False)
+    finally:
+        del model.forward
+    assert got == [reference(p, stops, 3) for p in ids]
+    assert any(len(beam) < 8 and beam[-1] in stops for beams in got for beam in beams)
+    assert rows_per_step[0] == 3 * len(ids) and min(rows_per_step) < 3 * len(ids)
+
+
+def test_beam_search_falls_back_to_generate_where_it_cannot_follow_it(varied_lm, monkeypatch):
+    from d2t_metrics import decoding
+
+    tokenizer, model = varied_lm
+    calls = []
+    monkeypatch.setattr(decoding, "beam_continuations", lambda *a, **k: calls.append(1) or [])
+    monkeypatch.setattr(model.generation_config, "early_stopping", True)
+    out = generator.generate_alternatives(model, tokenizer, PROMPTS_ALIKE[:2], 2, max_new_tokens=3, show_progress=False)
+    assert not calls and len(out) == 2 and all(out)

@@ -44,7 +44,8 @@ from .scoring import source_score
 # 1.1: the span QA checkpoints are read as they were trained (token_type_ids, see qa.py); 1.0 scores differ
 # 1.2: with the project's table QG, three questions per table value (questions_per_value); T5 scores unchanged
 # 1.3: the project's text QG retrained (both SQuAD halves, 1,200 steps); questions_per_text_answer
-VERSION = "1.3"
+# 1.4: with the project's text QG, three questions per text answer candidate by default; T5 scores unchanged
+VERSION = "1.4"
 
 _CITATION = """\
 @inproceedings{rebuffel-etal-2021-data,
@@ -101,11 +102,12 @@ Args:
         whose single questions are often badly formed, so that one bad
         question does not decide a fact; 1 with a T5 QG (QuestEval's one
         greedy question). A value's score is the mean of its questions'.
-    questions_per_text_answer (int): questions asked about each answer
-        candidate of a text, the prediction's and each reference's (beam
-        search; 1 to 8; default 1, QuestEval's). 3 makes the text side less
-        noisy (WebNLG 2017: segment Pearson 0.722 -> 0.729), but the metric
-        takes about 3.5 times as long on a CPU (seconds more on a GPU).
+    questions_per_text_answer (int, optional): questions asked about each
+        answer candidate of a text, the prediction's and each reference's
+        (beam search; 1 to 8). Default: 3 with the project's text QG, which
+        makes the text side less noisy (WebNLG 2017: segment Pearson 0.722
+        -> 0.729) for about 1.6 times the time on a CPU; 1 with a T5 QG
+        (QuestEval's). A candidate's score is the mean of its questions'.
     use_cache (bool): keep each source's questions across calls and answer
         each distinct (question, context) once (default True); False
         recomputes everything, as QuestEval without its cache does.
@@ -161,8 +163,8 @@ TRAIN_COMMAND = "python -m metrics.data_questeval.train"
 DEFAULT_SPACY_MODEL = "en_core_web_sm"
 MAX_ANSWERS = 64
 # questions per table value with the project's QG (a T5 QG asks one, as QuestEval does)
-GENERATOR_QUESTIONS_PER_VALUE = 3
-MAX_QUESTIONS_PER_VALUE = 8
+GENERATOR_QUESTIONS_PER_ANSWER = 3
+MAX_QUESTIONS_PER_ANSWER = 8
 QUESTION_CACHE_SIZE = 50_000
 
 
@@ -285,16 +287,23 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
 
     def questions_per_value(self, given=None) -> int:
         """``given``, else the default for the table QG: 3 for the project's generator, 1 for a T5 QG."""
+        return self._questions_per("table_qg", given)
+
+    def questions_per_text_answer(self, given=None) -> int:
+        """``given``, else the default for the text QG: 3 for the project's generator, 1 for a T5 QG."""
+        return self._questions_per("text_qg", given)
+
+    def _questions_per(self, role, given) -> int:
         if given is not None:
             return int(given)
-        qg = self._backends["table_qg"] if self._backends else self.models["table_qg"]
+        qg = self._backends[role] if self._backends else self.models[role]
         if isinstance(qg, str):
             folder = os.path.expanduser(qg)
             recipe = read_recipe(folder) if os.path.isdir(folder) else None
             generator = bool(recipe) and recipe.get("task") == GENERATOR_TASK
         else:
             generator = getattr(qg, "backend", "") == "generator"
-        return GENERATOR_QUESTIONS_PER_VALUE if generator else 1
+        return GENERATOR_QUESTIONS_PER_ANSWER if generator else 1
 
     def signature(self, **options):
         """The settings a score depends on: the four models, the BERTScore encoder and the options given."""
@@ -302,7 +311,7 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
         parts = [f"data_questeval|{models}|bertscore:{_label(self.bertscore_model or 'all-MiniLM-L6-v2')}",
                  f"scores:{'+'.join(LIST_SCORES)}", f"reduction:{options.get('reduction', 'max')}",
                  f"questions_per_value:{self.questions_per_value(options.get('questions_per_value'))}",
-                 f"questions_per_text_answer:{_per_text_answer(options.get('questions_per_text_answer'))}"]
+                 f"questions_per_text_answer:{self.questions_per_text_answer(options.get('questions_per_text_answer'))}"]
         if options.get("use_references") is False:
             parts.append("refs:no")
         return "|".join(parts + [f"version:{VERSION}"])
@@ -316,8 +325,8 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
         max_answers = options.get("max_answers", MAX_ANSWERS)
         if isinstance(max_answers, bool) or not isinstance(max_answers, int) or max_answers < 1:
             raise ValueError(f"max_answers must be a positive int, got {max_answers!r}")
-        for name, role, default in (("questions_per_value", "table_qg", None), ("questions_per_text_answer", "text_qg", 1)):
-            self._check_questions_per_answer(name, options.get(name, default), role)
+        for name, role in (("questions_per_value", "table_qg"), ("questions_per_text_answer", "text_qg")):
+            self._check_questions_per_answer(name, options.get(name), role)
         for flag in ("use_references", "use_cache", "pad_to_max_length", "per_example", "show_progress"):
             if flag in options and not isinstance(options[flag], bool):
                 raise ValueError(f"{flag} must be True or False, got {options[flag]!r}")
@@ -325,8 +334,8 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
     def _check_questions_per_answer(self, name, count, role):
         if count is None:
             return
-        if isinstance(count, bool) or not isinstance(count, numbers.Integral) or not 1 <= count <= MAX_QUESTIONS_PER_VALUE:
-            raise ValueError(f"{name} must be an int from 1 to {MAX_QUESTIONS_PER_VALUE}, got {count!r}")
+        if isinstance(count, bool) or not isinstance(count, numbers.Integral) or not 1 <= count <= MAX_QUESTIONS_PER_ANSWER:
+            raise ValueError(f"{name} must be an int from 1 to {MAX_QUESTIONS_PER_ANSWER}, got {count!r}")
         qg = self.models[role]
         if count > 1 and not isinstance(qg, str) and not callable(getattr(qg, "generate_alternatives", None)):
             raise ValueError(f"{name}={count} needs a {role} with a generate_alternatives() method; "
@@ -344,7 +353,7 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
     # -- scoring -----------------------------------------------------------
     def _compute(self, predictions, references, tables, per_example=False, batch_size=32, show_progress=True,
                  use_references=True, reduction="max", max_answers=MAX_ANSWERS, use_cache=True, pad_to_max_length=False,
-                 questions_per_value=None, questions_per_text_answer=1):
+                 questions_per_value=None, questions_per_text_answer=None):
         from d2t_metrics.linearize import linearize
 
         backends = self._load()
@@ -363,7 +372,7 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
                 extra = [r for r in (refs or []) if r.strip()] if use_references else []
                 sources.append([("table", lin)] + [("text", r) for r in extra])
             run = _Run(self, backends, batch_size, show_progress, max_answers, use_cache, per_value,
-                       _per_text_answer(questions_per_text_answer))
+                       self.questions_per_text_answer(questions_per_text_answer))
             examples = run.score(list(predictions), sources, reduction)
         finally:
             for backend in backends.values():
@@ -377,10 +386,6 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
         if per_example:
             result["examples"] = examples
         return result
-
-
-def _per_text_answer(given) -> int:
-    return 1 if given is None else int(given)
 
 
 def _load_spacy(model):

@@ -195,7 +195,7 @@ class T5QG:
 
     def _beams(self, answers: Sequence[str], contexts: Sequence[str], n: int, batch_size: Optional[int],
                show_progress: bool) -> List[List[str]]:
-        """The ``n`` beams of each pair, best first (greedy for 1); a batch holds ``batch_size`` beams in all."""
+        """The ``n`` beams of each pair, best first (greedy for 1); a batch holds ``batch_size`` pairs' beams."""
         from d2t_metrics.models import run_batched
 
         _check_pairs(answers, contexts)
@@ -208,7 +208,7 @@ class T5QG:
             out = self._run(batch, num_beams=n)
             return [out[k * n: (k + 1) * n] for k in range(len(batch))]
 
-        return run_batched(inputs, lengths, run, batch_size=max(1, int(batch_size or self.batch_size) // n),
+        return run_batched(inputs, lengths, run, batch_size=int(batch_size or self.batch_size),
                            desc="generating questions", show_progress=show_progress)
 
     def generate(self, answers: Sequence[str], contexts: Sequence[str], batch_size: Optional[int] = None,
