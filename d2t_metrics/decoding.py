@@ -147,8 +147,8 @@ def _cache_of(states: Sequence[List[Tuple]], device):
     return cache, mask
 
 
-def _decode_rows(model, cache, mask, rests: Sequence[Sequence[int]], max_new_tokens: int, stop, pad_id: int) -> List[List[int]]:
-    """Greedy continuations (up to and with the stop token) of rows whose prefixes are in ``cache``."""
+def _run_rests(model, cache, mask, rests: Sequence[Sequence[int]], pad_id: int):
+    """Runs each row's own tokens after its prefix in ``cache``: ``(last logits, mask, last position)``."""
     import torch
 
     rest_ids, rest_mask = _left_padded(rests, pad_id, mask.device)
@@ -157,7 +157,14 @@ def _decode_rows(model, cache, mask, rests: Sequence[Sequence[int]], max_new_tok
     mask = torch.cat([mask, rest_mask], dim=1)
     logits = model(input_ids=rest_ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
                    logits_to_keep=1).logits[:, -1]
-    position = positions[:, -1:]
+    return logits, mask, positions[:, -1:]
+
+
+def _decode_rows(model, cache, mask, rests: Sequence[Sequence[int]], max_new_tokens: int, stop, pad_id: int) -> List[List[int]]:
+    """Greedy continuations (up to and with the stop token) of rows whose prefixes are in ``cache``."""
+    import torch
+
+    logits, mask, position = _run_rests(model, cache, mask, rests, pad_id)
     alive = list(range(len(rests)))
     out: List[List[int]] = [[] for _ in rests]
     for step in range(max_new_tokens):
@@ -276,15 +283,11 @@ def _beam_rows(model, cache, mask, rests: Sequence[Sequence[int]], k: int, max_n
     import torch
 
     n = len(rests)
-    rest_ids, rest_mask = _left_padded(rests, pad_id, mask.device)
-    positions = mask.sum(-1, keepdim=True) + (rest_mask.cumsum(-1) - 1).clamp(min=0)
-    mask = torch.cat([mask, rest_mask], dim=1)
-    logits = model(input_ids=rest_ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
-                   logits_to_keep=1).logits[:, -1]
+    logits, mask, position = _run_rests(model, cache, mask, rests, pad_id)
     # the prompt ran once; its beams start as k copies of it, only the first one live
     copies = torch.arange(n, device=mask.device).repeat_interleave(k)
     cache.reorder_cache(copies)
-    mask, position = mask[copies], positions[copies, -1:]
+    mask, position = mask[copies], position[copies]
     log_probs = torch.log_softmax(logits.float(), dim=-1)[copies]
     vocab = log_probs.shape[-1]
     wide = max(2, 1 + len(stop)) * k
@@ -303,8 +306,7 @@ def _beam_rows(model, cache, mask, rests: Sequence[Sequence[int]], k: int, max_n
     def settle(rows: List[int]):
         for r in rows:
             i = alive[r]
-            out[i] = [finished_tokens[r, b, :finished_length[r, b]].tolist() for b in range(k)
-                      if finished_scores[r, b] > -1.0e9 / 2]
+            out[i] = [finished_tokens[r, b, :finished_length[r, b]].tolist() for b in range(k) if finished[r, b]]
 
     for step in range(max_new_tokens):
         m = len(alive)
@@ -339,7 +341,7 @@ def _beam_rows(model, cache, mask, rests: Sequence[Sequence[int]], k: int, max_n
         done = (~improvable[:, 0]).nonzero().flatten().tolist()
         if done:  # their finished beams can no longer change: they leave the batch
             settle(done)
-            kept = [r for r in range(m) if r not in set(done)]
+            kept = sorted(set(range(m)) - set(done))
             if not kept:
                 alive = []
                 break

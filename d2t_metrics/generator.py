@@ -289,23 +289,32 @@ def _beams_share_prefixes(model) -> bool:
 
 def _beams_sharing_prefixes(model, tokenizer, prompts, num_beams, max_new_tokens, batch_size, max_prompt_tokens,
                             show_progress, desc) -> List[List[str]]:
-    import torch
-
     from .decoding import beam_continuations
 
-    token_ids = _prompt_token_ids(tokenizer, prompts, max_prompt_tokens)
-    distinct = list(dict.fromkeys(token_ids))
     # the stop tokens generate is given: a beam that has written "?" goes on to its end of line as there
     stops = _stop_ids(tokenizer)
     length_penalty = getattr(getattr(model, "generation_config", None), "length_penalty", None)
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    with torch.inference_mode():
+
+    def run(base, distinct):
         beams = beam_continuations(base, distinct, num_beams, max_new_tokens, stops, _pad_id(tokenizer),
                                    batch_size=batch_size * num_beams,
                                    length_penalty=1.0 if length_penalty is None else float(length_penalty),
                                    show_progress=show_progress, desc=desc)
-    texts = dict(zip(distinct, ([tokenizer.decode(c, skip_special_tokens=True) for c in b] for b in beams)))
-    return [texts[ids] for ids in token_ids]
+        return [[tokenizer.decode(c, skip_special_tokens=True) for c in b] for b in beams]
+
+    return _over_distinct_prompts(model, tokenizer, prompts, max_prompt_tokens, run)
+
+
+def _over_distinct_prompts(model, tokenizer, prompts, max_prompt_tokens, run) -> list:
+    """``run(base model, distinct token ids)`` once per distinct prompt, its results in ``prompts``' order."""
+    import torch
+
+    token_ids = _prompt_token_ids(tokenizer, prompts, max_prompt_tokens)
+    distinct = list(dict.fromkeys(token_ids))
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT: its LoRA layers are inside
+    with torch.inference_mode():
+        result_of = dict(zip(distinct, run(base, distinct)))
+    return [result_of[ids] for ids in token_ids]
 
 
 def _prompt_token_ids(tokenizer, prompts, max_prompt_tokens) -> List[Tuple[int, ...]]:
@@ -327,21 +336,17 @@ def _stop_ids(tokenizer) -> List[int]:
 
 def _generate_sharing_prefixes(model, tokenizer, prompts, stop_ids, stop_strings, max_new_tokens, batch_size,
                                max_prompt_tokens, show_progress, desc) -> List[str]:
-    import torch
-
     from .decoding import greedy_continuations, stop_token_ids
 
-    token_ids = _prompt_token_ids(tokenizer, prompts, max_prompt_tokens)
-    distinct = list(dict.fromkeys(token_ids))
     # any token holding a newline or a stop string ends the first line: no need to decode past it
     stops = sorted(set(stop_ids) | set(stop_token_ids(tokenizer, ("\n", *stop_strings))))
-    pad_id = _pad_id(tokenizer)
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT: its LoRA layers are inside
-    with torch.inference_mode():
-        continuations = greedy_continuations(base, distinct, max_new_tokens, stops, pad_id, batch_size=batch_size,
+
+    def run(base, distinct):
+        continuations = greedy_continuations(base, distinct, max_new_tokens, stops, _pad_id(tokenizer), batch_size=batch_size,
                                              show_progress=show_progress, desc=desc)
-    text_of = dict(zip(distinct, tokenizer.batch_decode(continuations, skip_special_tokens=True)))
-    return [text_of[ids] for ids in token_ids]
+        return tokenizer.batch_decode(continuations, skip_special_tokens=True)
+
+    return _over_distinct_prompts(model, tokenizer, prompts, max_prompt_tokens, run)
 
 
 # ---------------------------------------------------------------- training

@@ -1,5 +1,6 @@
 """The shared small generator (d2t_metrics.generator) on a tiny random decoder."""
 
+import contextlib
 import json
 import os
 
@@ -154,6 +155,23 @@ def varied_lm(tiny_causal_lm):
     return tokenizer, transformers.LlamaForCausalLM(config).eval()
 
 
+@contextlib.contextmanager
+def rows_per_decoding_step(model):
+    """The number of rows of each one-token forward call made inside the block."""
+    rows, forward = [], model.forward
+
+    def counting(*args, **kwargs):
+        if kwargs["input_ids"].shape[1] == 1:
+            rows.append(kwargs["input_ids"].shape[0])
+        return forward(*args, **kwargs)
+
+    model.forward = counting
+    try:
+        yield rows
+    finally:
+        del model.forward
+
+
 @pytest.mark.parametrize("stop_strings", [(), ("e",)])
 def test_sharing_prefixes_gives_the_continuations_of_transformers_generate(varied_lm, monkeypatch, stop_strings):
     tokenizer, model = varied_lm
@@ -186,21 +204,9 @@ def test_rows_leave_the_batch_when_they_stop(varied_lm):
         return out[0, len(prompt):].tolist()
 
     stops = [reference(ids[0], [])[1]]  # the first row's second token
-    rows_per_step = []
-    forward = model.forward
-
-    def counting(*args, **kwargs):
-        if kwargs["input_ids"].shape[1] == 1:
-            rows_per_step.append(kwargs["input_ids"].shape[0])
-        return forward(*args, **kwargs)
-
-    model.forward = counting
-    try:
-        with torch.inference_mode():
-            got = greedy_continuations(model, ids, max_new_tokens=5, stop_ids=stops, pad_id=tokenizer.pad_token_id,
-                                       batch_size=4, show_progress=False)
-    finally:
-        del model.forward
+    with rows_per_decoding_step(model) as rows_per_step, torch.inference_mode():
+        got = greedy_continuations(model, ids, max_new_tokens=5, stop_ids=stops, pad_id=tokenizer.pad_token_id,
+                                   batch_size=4, show_progress=False)
     assert len(got[0]) == 2 and got[0][-1] == stops[0]
     assert got == [reference(p, stops) for p in ids]  # transformers keeps the stop token too
     assert rows_per_step[0] == 4 and min(rows_per_step) < 4
@@ -305,21 +311,9 @@ def test_beam_search_token_level_with_stops_and_rows_leaving(varied_lm):
 
     greedy = [reference(p, [tokenizer.pad_token_id], 1)[0] for p in ids]
     stops = sorted({g[1] for g in greedy} | {g[3] for g in greedy[:2]})  # greedy tokens: some beams stop early
-    rows_per_step = []
-    forward = model.forward
-
-    def counting(*args, **kwargs):
-        if kwargs["input_ids"].shape[1] == 1:
-            rows_per_step.append(kwargs["input_ids"].shape[0])
-        return forward(*args, **kwargs)
-
-    model.forward = counting
-    try:
-        with torch.inference_mode():
-            got = beam_continuations(model, ids, num_beams=3, max_new_tokens=8, stop_ids=stops,
-                                     pad_id=tokenizer.pad_token_id, batch_size=3 * len(ids), show_progress=False)
-    finally:
-        del model.forward
+    with rows_per_decoding_step(model) as rows_per_step, torch.inference_mode():
+        got = beam_continuations(model, ids, num_beams=3, max_new_tokens=8, stop_ids=stops,
+                                 pad_id=tokenizer.pad_token_id, batch_size=3 * len(ids), show_progress=False)
     assert got == [reference(p, stops, 3) for p in ids]
     assert any(len(beam) < 8 and beam[-1] in stops for beams in got for beam in beams)
     assert rows_per_step[0] == 3 * len(ids) and min(rows_per_step) < 3 * len(ids)

@@ -106,7 +106,7 @@ Args:
         answer candidate of a text, the prediction's and each reference's
         (beam search; 1 to 8). Default: 3 with the project's text QG, which
         makes the text side less noisy (WebNLG 2017: segment Pearson 0.722
-        -> 0.729) for about 1.4 times the time on a CPU; 1 with a T5 QG
+        -> 0.729) for about 1.6 times the time on a CPU; 1 with a T5 QG
         (QuestEval's). A candidate's score is the mean of its questions'.
     use_cache (bool): keep each source's questions across calls and answer
         each distinct (question, context) once (default True); False
