@@ -231,7 +231,7 @@ def parse_mr(text: str, index: Optional[int] = None) -> Table:
     """Parse an E2E meaning representation ``name[The Eagle], eatType[coffee shop]``.
 
     Split at each ``]`` with ``str`` methods: linear in the input, whatever it
-    holds (a regular expression with overlapping ``\s*`` runs was quadratic on
+    holds (a regular expression with overlapping ``\\s*`` runs was quadratic on
     long runs of spaces).
     """
     if not isinstance(text, str):

@@ -90,6 +90,25 @@ def test_import_stays_light():
     assert out.strip() == "[]"
 
 
+def project_sources():
+    for folder in ("d2t_metrics", "metrics", "benchmarks", "spaces", "tests"):
+        for dirpath, _dirs, files in os.walk(os.path.join(ROOT, folder)):
+            yield from (os.path.join(dirpath, f) for f in files if f.endswith(".py"))
+
+
+def test_sources_compile_without_warnings():
+    # Python 3.12 prints a SyntaxWarning for an invalid escape such as "\\s" in a
+    # docstring each time the module is compiled: users would see it on import.
+    import warnings
+
+    sources = list(project_sources())
+    assert len(sources) > 50
+    for path in sources:
+        with open(path, encoding="utf-8") as f, warnings.catch_warnings():
+            warnings.simplefilter("error")
+            compile(f.read(), path, "exec")
+
+
 def test_command_line_from_another_directory(tmp_path):
     # This checkout's package (whatever this environment has installed), run where there is no metrics/.
     env = dict(os.environ, PYTHONPATH=ROOT)
