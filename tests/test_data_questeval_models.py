@@ -455,6 +455,19 @@ def test_text_qg_command_can_also_train_on_the_heldout_half(tiny_causal_lm, mini
     assert "heldout_pairs_added" not in _recipe(text_qg)["training"]  # a default run's recipe reads as before
 
 
+def test_text_qa_command_can_also_train_on_the_heldout_half(tiny_encoder, mini_shared, text_qa, tmp_path):
+    out = str(tmp_path / "qa")
+    argv = ["text-qa", "--out", out, "--shared", mini_shared, "--base", tiny_encoder, "--max-dev", "1", "--heldout-train"]
+    assert train.main(argv + QA_TRAIN_OPTS) == 0
+    training = _recipe(out)["training"]
+    heldout = load_squad(squad_file(mini_shared, heldout=True))
+    added = train.heldout_training_questions(heldout, sample(heldout, 1, 13))
+    assert training["heldout_questions_added"] == len(added) > 0
+    assert training["squad_questions"] == len(load_squad(squad_file(mini_shared))) + len(added)
+    assert "second half" in training["data"]
+    assert "heldout_questions_added" not in _recipe(text_qa)["training"]  # a default run's recipe reads as before
+
+
 def test_synthesize_command_writes_corpus_and_stats_and_resumes(text_qg, text_qa, mini_shared, tmp_path):
     out = str(tmp_path / "syn" / "synthetic_webnlg.jsonl")
     argv = ["synthesize", "--qg", text_qg, "--qa", text_qa, "--out", out, "--shared", mini_shared, "--chunk-size", "1",

@@ -68,7 +68,7 @@ import os
 import shlex
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -391,18 +391,18 @@ def _default_checkpoint(name: str) -> Optional[str]:
 
 
 def cmd_text_qa(args, argv) -> Dict[str, Any]:
-    shared = _shared(args)
-    train_q = sample(load_squad(squad_file(shared)), args.max_train, args.seed)
-    dev_q = sample(load_squad(squad_file(shared, heldout=True)), args.max_dev, args.seed)
+    train_q, dev_q, data, added = _squad_halves(args, "SQuAD v1.1 dev-v1.1.json (first half of the official dev set, by article)")
     train = add_unanswerable(qa_examples(train_q), args.unanswerable_ratio, seed=args.seed, hard_share=args.hard_share)
     dev = add_unanswerable(qa_examples(dev_q), args.unanswerable_ratio, seed=args.seed + 1, hard_share=args.hard_share)
     meta = {"kind": QA_KIND, "context_kind": "text", "training": {
-        "command": command_line(argv), "data": "SQuAD v1.1 dev-v1.1.json (first half of the official dev set, by article)",
+        "command": command_line(argv), "data": data,
         "dev_data": "SQuAD v1.1 test-v1.1.json (second half), sampled", "squad_questions": len(train_q),
         "examples": len(train), "unanswerable": sum(not e.answerable for e in train),
         "unanswerable_ratio": args.unanswerable_ratio, "dev_examples": len(dev)}}
     if args.hard_share:  # recorded only when used, so that older recipes read the same
         meta["training"].update(hard_share=args.hard_share, unanswerable_removed=sum(e.source.endswith(":removed") for e in train))
+    if args.heldout_train:  # likewise
+        meta["training"]["heldout_questions_added"] = len(added)
     extra_dev = {}
     if args.corpus:
         from metrics.data_questeval.synthetic import text_qa_examples
@@ -423,21 +423,27 @@ def cmd_text_qa(args, argv) -> Dict[str, Any]:
 
 def heldout_training_questions(heldout: Sequence, dev: Sequence) -> List:
     """The held-out half's questions whose paragraph holds no dev question: more
-    training pairs for the QG, none of them sharing a context with its dev pairs."""
+    training questions, none of them sharing a context with a dev question."""
     dev_contexts = {q.context for q in dev}
     return [q for q in heldout if q.context not in dev_contexts]
 
 
-def cmd_text_qg(args, argv) -> Dict[str, Any]:
+def _squad_halves(args, data: str) -> Tuple[List, List, str, List]:
+    """(training questions, dev questions, description of the training data, the
+    held-out half's questions added with ``--heldout-train``)."""
     shared = _shared(args)
     train_q = sample(load_squad(squad_file(shared)), args.max_train, args.seed)
     heldout = load_squad(squad_file(shared, heldout=True))
     dev_q = sample(heldout, args.max_dev, args.seed)
-    data = "SQuAD v1.1 dev-v1.1.json (first half of the official dev set)"
     added = heldout_training_questions(heldout, dev_q) if args.heldout_train else []
     if added:
         train_q = sample(train_q + added, 0, args.seed)
-        data += " and test-v1.1.json (second half) except the paragraphs of the dev pairs"
+        data += " and test-v1.1.json (second half) except the paragraphs of the dev questions"
+    return train_q, dev_q, data, added
+
+
+def cmd_text_qg(args, argv) -> Dict[str, Any]:
+    train_q, dev_q, data, added = _squad_halves(args, "SQuAD v1.1 dev-v1.1.json (first half of the official dev set)")
     train = qg_pairs(train_q, args.context_words)
     dev = qg_pairs(dev_q, args.context_words)
     qa_path = args.qa or _default_checkpoint("text_qa")
@@ -690,6 +696,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hard-share", type=float, default=0.0,
                    help="share of the unanswerable examples made from the question's own paragraph without its answer "
                         "(qa_data.add_unanswerable; also in the dev set)")
+    p.add_argument("--heldout-train", action="store_true",
+                   help="also train on the second half's questions, except those whose paragraph holds a dev question")
     p.add_argument("--corpus", default=None,
                    help="also train on the synthetic corpus's questions asked on their WebNLG texts "
                         "(synthetic.text_qa_examples; its dev split is scored as dev_scores_webnlg)")
