@@ -45,7 +45,8 @@ from .scoring import source_score
 # 1.2: with the project's table QG, three questions per table value (questions_per_value); T5 scores unchanged
 # 1.3: the project's text QG retrained (both SQuAD halves, 1,200 steps); questions_per_text_answer
 # 1.4: with the project's text QG, three questions per text answer candidate by default; T5 scores unchanged
-VERSION = "1.4"
+# 1.5: the project's text QA retrained (more unanswerable examples); with the project's table QG, five questions per value
+VERSION = "1.5"
 
 _CITATION = """\
 @inproceedings{rebuffel-etal-2021-data,
@@ -98,10 +99,11 @@ Args:
     batch_size (int): QG/QA inputs per batch (default 32).
     max_answers (int): answer candidates per text at most (default 64).
     questions_per_value (int, optional): questions asked about each table
-        value (beam search; 1 to 8). Default: 3 with the project's table QG,
+        value (beam search; 1 to 8). Default: 5 with the project's table QG,
         whose single questions are often badly formed, so that one bad
-        question does not decide a fact; 1 with a T5 QG (QuestEval's one
-        greedy question). A value's score is the mean of its questions'.
+        question does not decide a fact (a table's questions are generated
+        once for all the texts scored on it); 1 with a T5 QG (QuestEval's
+        one greedy question). A value's score is the mean of its questions'.
     questions_per_text_answer (int, optional): questions asked about each
         answer candidate of a text, the prediction's and each reference's
         (beam search; 1 to 8). Default: 3 with the project's text QG, which
@@ -162,8 +164,9 @@ QUESTEVAL_MODELS = {
 TRAIN_COMMAND = "python -m metrics.data_questeval.train"
 DEFAULT_SPACY_MODEL = "en_core_web_sm"
 MAX_ANSWERS = 64
-# questions per table value with the project's QG (a T5 QG asks one, as QuestEval does)
-GENERATOR_QUESTIONS_PER_ANSWER = 3
+# questions per answer with the project's QGs (a T5 QG asks one, as QuestEval does): a table's
+# questions are generated once for all the texts scored on it, a text's for every text
+GENERATOR_QUESTIONS = {"table_qg": 5, "text_qg": 3}
 MAX_QUESTIONS_PER_ANSWER = 8
 QUESTION_CACHE_SIZE = 50_000
 
@@ -286,7 +289,7 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
         return self._backends
 
     def questions_per_value(self, given=None) -> int:
-        """``given``, else the default for the table QG: 3 for the project's generator, 1 for a T5 QG."""
+        """``given``, else the default for the table QG: 5 for the project's generator, 1 for a T5 QG."""
         return self._questions_per("table_qg", given)
 
     def questions_per_text_answer(self, given=None) -> int:
@@ -303,7 +306,7 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
             generator = bool(recipe) and recipe.get("task") == GENERATOR_TASK
         else:
             generator = getattr(qg, "backend", "") == "generator"
-        return GENERATOR_QUESTIONS_PER_ANSWER if generator else 1
+        return GENERATOR_QUESTIONS[role] if generator else 1
 
     def signature(self, **options):
         """The settings a score depends on: the four models, the BERTScore encoder and the options given."""
