@@ -391,7 +391,7 @@ def _default_checkpoint(name: str) -> Optional[str]:
 
 
 def cmd_text_qa(args, argv) -> Dict[str, Any]:
-    train_q, dev_q, data, added = _squad_halves(args, "SQuAD v1.1 dev-v1.1.json (first half of the official dev set, by article)")
+    train_q, dev_q, data, added = _squad_halves(args)
     train = add_unanswerable(qa_examples(train_q), args.unanswerable_ratio, seed=args.seed, hard_share=args.hard_share)
     dev = add_unanswerable(qa_examples(dev_q), args.unanswerable_ratio, seed=args.seed + 1, hard_share=args.hard_share)
     meta = {"kind": QA_KIND, "context_kind": "text", "training": {
@@ -428,7 +428,7 @@ def heldout_training_questions(heldout: Sequence, dev: Sequence) -> List:
     return [q for q in heldout if q.context not in dev_contexts]
 
 
-def _squad_halves(args, data: str) -> Tuple[List, List, str, List]:
+def _squad_halves(args) -> Tuple[List, List, str, List]:
     """(training questions, dev questions, description of the training data, the
     held-out half's questions added with ``--heldout-train``)."""
     shared = _shared(args)
@@ -436,6 +436,7 @@ def _squad_halves(args, data: str) -> Tuple[List, List, str, List]:
     heldout = load_squad(squad_file(shared, heldout=True))
     dev_q = sample(heldout, args.max_dev, args.seed)
     added = heldout_training_questions(heldout, dev_q) if args.heldout_train else []
+    data = "SQuAD v1.1 dev-v1.1.json (first half of the official dev set, by article)"
     if added:
         train_q = sample(train_q + added, 0, args.seed)
         data += " and test-v1.1.json (second half) except the paragraphs of the dev questions"
@@ -443,7 +444,7 @@ def _squad_halves(args, data: str) -> Tuple[List, List, str, List]:
 
 
 def cmd_text_qg(args, argv) -> Dict[str, Any]:
-    train_q, dev_q, data, added = _squad_halves(args, "SQuAD v1.1 dev-v1.1.json (first half of the official dev set)")
+    train_q, dev_q, data, added = _squad_halves(args)
     train = qg_pairs(train_q, args.context_words)
     dev = qg_pairs(dev_q, args.context_words)
     qa_path = args.qa or _default_checkpoint("text_qa")
