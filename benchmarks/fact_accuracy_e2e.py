@@ -33,9 +33,14 @@ import sys
 import time
 from typing import Dict, List, Sequence
 
+import evaluate
+
+from benchmarks.results_md import markdown_table, write_section
+from benchmarks.run import _git_commit
+from benchmarks.stats import auc_not_ok, binary_agreement
+from d2t_metrics.datasets import iter_tsv, shared_dir
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 CONFIG_NAMES = {"default": "end-to-end generator", "relations": "relation classifier", "openie": "OpenIE baseline"}
 # (metric's per-example field, script's column, what the pair means)
@@ -47,8 +52,6 @@ PAIRS = (
 
 
 def load_rows(shared: str) -> List[Dict[str, str]]:
-    from d2t_metrics.datasets import iter_tsv
-
     return list(iter_tsv(os.path.join(shared, "data", "e2e", "primary_slot_errors.tsv")))
 
 
@@ -63,16 +66,12 @@ def sample_rows(rows: List[Dict[str, str]], n: int, seed: int) -> List[Dict[str,
 def flag_agreement(flags: Sequence[bool], gold: Sequence[bool]) -> Dict[str, float]:
     """Precision, recall and F1 of the metric's flag against the script's, and how often each flags:
     :func:`benchmarks.stats.binary_agreement` with "flagged" as its not-OK class."""
-    from benchmarks.stats import binary_agreement
-
     r = binary_agreement([not f for f in flags], [not g for g in gold])
     return {"flagged": int(sum(flags)), "gold": r["gold_not_ok"], "precision": r["precision_not_ok"],
             "recall": r["recall_not_ok"], "f1": r["f1_not_ok"]}
 
 
 def compare(examples: List[Dict], rows: List[Dict[str, str]]) -> Dict[str, Dict]:
-    from benchmarks.stats import auc_not_ok, binary_agreement
-
     out = {}
     for field, column, _ in PAIRS:
         counts = [len(ex[field]) for ex in examples]
@@ -87,8 +86,6 @@ def compare(examples: List[Dict], rows: List[Dict[str, str]]) -> Dict[str, Dict]
 
 
 def run_config(config: str, rows: List[Dict[str, str]], model, device, batch_size: int, progress: bool) -> Dict:
-    import evaluate
-
     kwargs = {}
     if config != "openie":  # the model-free config takes neither; unset ones keep the metric's defaults
         kwargs = {k: v for k, v in (("model", model), ("device", device)) if v}
@@ -124,8 +121,6 @@ def _pct(x: float) -> str:
 
 
 def render(results: Dict[str, Dict]) -> str:
-    from benchmarks.results_md import markdown_table
-
     rows = []
     for config, r in results.items():
         for field, column, meaning in PAIRS:
@@ -171,10 +166,6 @@ def main(argv=None) -> int:
     for c in configs:
         if c not in CONFIG_NAMES:
             ap.error(f"unknown config {c!r}; choose from {', '.join(CONFIG_NAMES)}")
-
-    from benchmarks.results_md import write_section
-    from benchmarks.run import _git_commit
-    from d2t_metrics.datasets import shared_dir
 
     shared = shared_dir()
     if shared is None or not os.path.isfile(os.path.join(shared, "data", "e2e", "primary_slot_errors.tsv")):

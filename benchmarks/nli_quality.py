@@ -1,6 +1,6 @@
 """NLI semantic accuracy against human and slot-error labels, as in Dušek & Kasner (2020).
 
-    python benchmarks/nli_quality.py [--model checkpoints/nli_semantic_accuracy --datasets webnlg e2e --threads 1]
+    python -m benchmarks.nli_quality [--model checkpoints/nli_semantic_accuracy --datasets webnlg e2e --threads 1]
 
 * WebNLG 2017 human evaluation (2,230 outputs): 2-way accuracy against the
   human semantics rating, OK meaning semantics >= 2.5 (the paper's main
@@ -24,14 +24,19 @@ import argparse
 import csv
 import json
 import os
-import sys
+import random
 import time
+
+import evaluate
+import torch
+from scipy.stats import spearmanr
+
+from benchmarks.results_md import markdown_table, write_section
+from d2t_metrics.datasets import shared_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
-
-from benchmarks.results_md import markdown_table, write_section  # noqa: E402
+CHECKPOINT = os.path.join(ROOT, "checkpoints", "nli_semantic_accuracy")
 
 PAPER = {
     ("webnlg", "default"): 0.775,
@@ -114,28 +119,38 @@ def run_config(metric, texts, tables, batch_size):
     return out["examples"], time.perf_counter() - t0
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=os.path.join(ROOT, "checkpoints", "nli_semantic_accuracy"))
-    ap.add_argument("--datasets", nargs="+", default=["webnlg", "e2e"], choices=["webnlg", "e2e"])
-    ap.add_argument("--configs", nargs="+", default=["default", "backoff"], choices=["default", "backoff"])
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--limit", type=int, default=0, help="first N outputs only (smoke runs)")
-    ap.add_argument("--sample", type=int, default=0, help="a seeded random sample of N outputs (when CPU time is short)")
+def nli_benchmark_parser(doc: str, batch_size: int, threads: int) -> argparse.ArgumentParser:
+    """The options both NLI benchmarks (this one and nli_speed) take."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=CHECKPOINT)
+    ap.add_argument("--batch-size", type=int, default=batch_size)
+    ap.add_argument("--threads", type=int, default=threads)
     ap.add_argument("--no-write", action="store_true")
-    args = ap.parse_args(argv)
+    return ap
 
-    import evaluate
-    import torch
-    from scipy.stats import spearmanr
 
-    from d2t_metrics.datasets import shared_dir
-
-    torch.set_num_threads(args.threads)
+def shared_data(threads: int) -> str:
+    """The shared data folder (exits without it), with torch held to ``threads`` threads."""
+    torch.set_num_threads(threads)
     shared = shared_dir()
     if not shared:
         raise SystemExit("shared data folder not found (set D2T_SHARED)")
+    return shared
+
+
+def model_name(model: str) -> str:
+    """The model as RESULTS.md names it: relative to the checkout when inside it."""
+    return os.path.relpath(model, ROOT) if os.path.isabs(model) else model
+
+
+def main(argv=None):
+    ap = nli_benchmark_parser(__doc__, batch_size=64, threads=1)
+    ap.add_argument("--datasets", nargs="+", default=["webnlg", "e2e"], choices=["webnlg", "e2e"])
+    ap.add_argument("--configs", nargs="+", default=["default", "backoff"], choices=["default", "backoff"])
+    ap.add_argument("--limit", type=int, default=0, help="first N outputs only (smoke runs)")
+    ap.add_argument("--sample", type=int, default=0, help="a seeded random sample of N outputs (when CPU time is short)")
+    args = ap.parse_args(argv)
+    shared = shared_data(args.threads)
     res_dir = os.path.join(HERE, "results")
     os.makedirs(res_dir, exist_ok=True)
 
@@ -146,8 +161,6 @@ def main(argv=None):
         if args.limit:
             texts, tables, rows = texts[: args.limit], tables[: args.limit], rows[: args.limit]
         if args.sample and args.sample < len(rows):
-            import random
-
             keep = sorted(random.Random(0).sample(range(len(rows)), args.sample))
             texts, tables, rows = [texts[i] for i in keep], [tables[i] for i in keep], [rows[i] for i in keep]
         for cfg in args.configs:
@@ -181,7 +194,7 @@ def main(argv=None):
                 # Sanity: the file's own 2-way column equals our strict gold derivation.
                 entry["gold_check"] = accuracy([r["slot_error_ok"] == "1" for r in rows], [gold_e2e(r, False) == "OK" for r in rows])
                 entry["spearman_ok"] = float(spearmanr([e["confidence"] for e in examples], [r["slot_error_ok"] == "1" for r in rows]).correlation)
-            entry["model"] = os.path.relpath(args.model, ROOT) if os.path.isabs(args.model) else args.model
+            entry["model"] = model_name(args.model)
             entry["limit"] = args.limit
             entry["sample"] = args.sample
             summary[key] = entry
@@ -217,7 +230,7 @@ def render(summary) -> str:
     model = next((v.get("model") for v in summary.values()), "?")
     return (
         "## NLI semantic accuracy (Dušek & Kasner 2020) against human / slot-error labels\n\n"
-        f"Command: `python benchmarks/nli_quality.py`; model `{model}` (our MiniLM-L6 NLI checkpoint, trained here; "
+        f"Command: `python -m benchmarks.nli_quality`; model `{model}` (our MiniLM-L6 NLI checkpoint, trained here; "
         "the paper used roberta-large-mnli zero-shot). Gap = ours − paper, in points.\n\n"
         + markdown_table(["data", "config", "measure", "ours", "paper", "gap", "details"], rows)
         + "\n\nThe E2E slot-error labels of earlier checkpoints' outputs were inspected while designing the training "

@@ -1,6 +1,6 @@
 """Speed of the batched NLI metric against a one-pair-at-a-time loop.
 
-    python benchmarks/nli_speed.py [--data e2e --examples 420 --threads 2]
+    python -m benchmarks.nli_speed [--data e2e --examples 420 --threads 2]
 
 Both sides use the same model and the same examples: the first ``--examples``
 outputs of the E2E primary systems (grouped by MR, so each MR's outputs of all
@@ -24,27 +24,24 @@ Writes section "nli_speed_<data>" of benchmarks/RESULTS.md.
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import csv
 import os
 import platform
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "metrics", "nli_semantic_accuracy"))
+import torch
 
-from benchmarks.results_md import markdown_table, write_section  # noqa: E402
+from benchmarks.nli_quality import model_name, nli_benchmark_parser, shared_data
+from benchmarks.results_md import markdown_table, write_section
+from d2t_metrics.tables import parse_table
+from d2t_metrics.verbalize import Verbalizer
+from metrics.nli_semantic_accuracy.checks import make_facts, plan_checks
+from metrics.nli_semantic_accuracy.nli_model import NLIScorer
 
 
 def corpus_checks(shared: str, data: str, n_examples: int, verbalizer):
     """All (premise, hypothesis) checks of the first ``n_examples`` outputs, in corpus order."""
-    from checks import make_facts, plan_checks  # the metric's own sibling module
-
-    from d2t_metrics.tables import parse_table
-
     if data == "e2e":
         path, delimiter, mr_key, text_key = os.path.join(shared, "data", "e2e", "primary_slot_errors.tsv"), "\t", "mr", "output"
     else:
@@ -66,10 +63,6 @@ def one_at_a_time(scorer, pairs, reference_style: bool):
     """One tokenizer call and one forward pass per pair (with the metric's own
     truncation, so every path sees identical inputs). ``reference_style``: as
     ufal/nlgi_eval, with a label passed (loss computed) and autograd on."""
-    import contextlib
-
-    import torch
-
     out = []
     ctx = contextlib.nullcontext() if reference_style else torch.inference_mode()
     with ctx:
@@ -94,25 +87,11 @@ def cpu_bf16_flags() -> str:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=os.path.join(ROOT, "checkpoints", "nli_semantic_accuracy"))
+    ap = nli_benchmark_parser(__doc__, batch_size=32, threads=2)
     ap.add_argument("--data", choices=("e2e", "webnlg"), default="e2e")
     ap.add_argument("--examples", type=int, default=420, help="outputs scored (E2E: 21 per MR)")
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
-
-    import torch
-
-    from d2t_metrics.datasets import shared_dir
-    from d2t_metrics.verbalize import Verbalizer
-    from nli_model import NLIScorer
-
-    torch.set_num_threads(args.threads)
-    shared = shared_dir()
-    if not shared:
-        raise SystemExit("shared data folder not found (set D2T_SHARED)")
+    shared = shared_data(args.threads)
     scorer = NLIScorer(args.model)
     pairs, n_examples = corpus_checks(shared, args.data, args.examples, Verbalizer.from_names("webnlg", "e2e"))
     premises, hyps = [p for p, _ in pairs], [h for _, h in pairs]
@@ -169,8 +148,8 @@ def main(argv=None):
     if not args.no_write:
         md = (
             f"## NLI semantic accuracy: the metric vs one pair at a time ({args.data})\n\n"
-            f"Command: `python benchmarks/nli_speed.py --data {args.data} --examples {args.examples} --threads {args.threads}`; model "
-            f"`{os.path.relpath(args.model, ROOT) if os.path.isabs(args.model) else args.model}`; CPU "
+            f"Command: `python -m benchmarks.nli_speed --data {args.data} --examples {args.examples} --threads {args.threads}`; model "
+            f"`{model_name(args.model)}`; CPU "
             f"({platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads {args.threads}); "
             f"the first {n_examples} {'E2E primary-system' if args.data == 'e2e' else 'WebNLG 2017 human-evaluation'} outputs "
             f"grouped by MR, default templates. All paths timed in the same run. No GPU was available to this task.\n\n"

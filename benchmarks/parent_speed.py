@@ -15,16 +15,18 @@ copied into this repository. Without it, the timings quoted in
 ``shared/golden/README.md`` (measured on the project's 2-core machine type)
 stand in, and the table says so.
 
-    python benchmarks/parent_speed.py               # full run (reference takes ~1.5 min)
-    python benchmarks/parent_speed.py --no-reference
+    python -m benchmarks.parent_speed               # full run (reference takes ~1.5 min)
+    python -m benchmarks.parent_speed --no-reference
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import gzip
 import importlib.util
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -32,12 +34,13 @@ import tempfile
 import time
 import types
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import evaluate
 
-from benchmarks.results_md import markdown_table, write_section  # noqa: E402
-from d2t_metrics.datasets import shared_dir  # noqa: E402
-from metrics.parent import scoring  # noqa: E402
+from benchmarks.results_md import markdown_table, write_section
+from d2t_metrics.datasets import shared_dir
+from metrics.parent import scoring
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 REFERENCE_PATH = "language/table_text_eval/table_text_eval.py"
 DEFAULT_MIRROR = "/work/.mirror/google-research+language/repo"
@@ -127,9 +130,6 @@ def projected_scaling(P, R, T, n_jobs=2):
     the whole set is timed the same way in this process. Projected speed-up =
     serial CPU / (CPU of the split + slowest worker's CPU).
     """
-    import gc
-    import multiprocessing
-
     if "fork" not in multiprocessing.get_all_start_methods():
         return None
     options = dict(lambda_weight=None, smoothing=scoring.DEFAULT_SMOOTHING, max_order=scoring.DEFAULT_MAX_ORDER,
@@ -172,8 +172,6 @@ def main(argv=None):
     if shared is None:
         sys.exit("../shared is absent (set D2T_SHARED); the golden files are needed")
     reference = None if args.no_reference else load_reference(os.environ.get("PARENT_REFERENCE_REPO", DEFAULT_MIRROR))
-
-    import evaluate
 
     metric = evaluate.load(os.path.join(ROOT, "metrics", "parent"))
     rows, e2e_rows, notes = [], [], []
@@ -254,7 +252,7 @@ def main(argv=None):
                  "'max abs diff vs golden' is over per-example precision, recall and F; 'vs reference' over per-example F and the corpus means.")
     markdown = (
         "## PARENT speed and parity (`metrics/parent`)\n\n"
-        "Command: `python benchmarks/parent_speed.py" + (" --no-reference" if args.no_reference else "") + "`\n\n"
+        "Command: `python -m benchmarks.parent_speed" + (" --no-reference" if args.no_reference else "") + "`\n\n"
         + table + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n\n"
         "End to end through `evaluate.load(\"metrics/parent\")` from the raw strings (predictions, references, "
         "E2E MRs / WebNLG `mr`), `tokenizer=\"nltk\"`, which includes tokenization and evaluate's Arrow round trip "

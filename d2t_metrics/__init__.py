@@ -3,10 +3,14 @@ linearization, verbalization, tokenization, the input checks every metric
 runs first, and model loading and batching.
 
 No metric logic lives here; each metric is a folder under ``metrics/``
-(installed: ``d2t_metrics/metrics/``). ``load(name)`` loads one from any
-directory; ``metric_path``, ``checkpoint_path`` and ``available_metrics``
-say where the metrics and the project's checkpoints are
-(:mod:`d2t_metrics.locations`).
+(installed: ``d2t_metrics/metrics/``) whose class subclasses the one
+protocol, :class:`d2t_metrics.metric.D2TMetric`. ``load(name)`` loads one
+from any directory; ``metric_path``, ``checkpoint_path`` and
+``available_metrics`` say where the metrics and the project's checkpoints are
+(:mod:`d2t_metrics.locations`). :mod:`d2t_metrics.runner` scores a JSONL file
+with several metrics (the ``d2t-metrics`` command line, :mod:`d2t_metrics.cli`,
+and the playground use it); :mod:`d2t_metrics.doctor` says what each metric
+needs on this machine. Importing ``d2t_metrics`` does not import ``evaluate``.
 
 ``linearize(table)`` and ``verbalize(table)`` are the functions (their
 modules stay importable as ``from d2t_metrics.linearize import ...``; use

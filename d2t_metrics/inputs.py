@@ -39,7 +39,7 @@ import numbers
 import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from .tables import Table, _without_gc_pauses, parse_table, short_repr
+from .tables import AttributeValue, Table, Triple, _without_gc_pauses, parse_table, short_repr
 
 # A guard against pasting a whole corpus into one example, far above any
 # model's window (long texts are windowed or truncated as each card says).
@@ -91,8 +91,6 @@ def decode_source(encoded: str, index: Optional[int] = None) -> Union[Table, str
             return obj["text"]
         if kind not in _TABLE_KINDS:
             raise ValueError(f"unknown kind {kind!r}")
-        from .tables import AttributeValue, Triple
-
         entry = Triple if kind == "triples" else AttributeValue
         return Table([entry(*e) for e in obj["entries"]], kind=kind)
     except (ValueError, TypeError, KeyError) as e:

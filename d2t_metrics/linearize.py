@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 import warnings
 from typing import Any, Callable, Iterable, List, Optional, Sequence, Union
 
@@ -63,7 +64,7 @@ STYLES = ("questeval", "tags", "plain")
 @functools.lru_cache(maxsize=1)
 def _spacy_tokenizer():
     try:
-        import spacy
+        import spacy  # lazy: spaCy, heavy and only for the questeval style
     except ImportError as e:  # pragma: no cover - depends on the install
         raise ImportError(
             "the Data-QuestEval linearization tokenizes with spaCy; install it with "
@@ -84,7 +85,7 @@ def spacy_tokenize(text: str) -> List[str]:
 @functools.lru_cache(maxsize=1)
 def _unidecode():
     try:
-        from unidecode import unidecode
+        from unidecode import unidecode  # lazy: unidecode, optional (the questeval extra)
 
         return unidecode
     except ImportError:
@@ -93,7 +94,6 @@ def _unidecode():
             "falling back to stripping accents, which differs from Data-QuestEval for some characters",
             stacklevel=3,
         )
-        import unicodedata
 
         def strip_accents(text: str) -> str:
             decomposed = unicodedata.normalize("NFKD", text)

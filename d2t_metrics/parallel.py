@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
-from .models import run_batched
+from .batching import run_batched
 
 # Environment variables any torch.distributed launcher sets.
 _LAUNCH_VARS = ("WORLD_SIZE", "ACCELERATE_NUM_PROCESSES")
@@ -54,8 +54,8 @@ def get_state():
     when asked (``cpu=True``), so that is passed whenever CUDA is absent or
     ``ACCELERATE_USE_CPU`` (set by ``accelerate launch --cpu``) is true.
     """
-    import torch
-    from accelerate import PartialState
+    import torch  # lazy: torch, the single-process path needs only the base install
+    from accelerate import PartialState  # lazy: accelerate, only under a distributed launch
 
     forced = os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes")
     return PartialState(cpu=forced or not torch.cuda.is_available())
@@ -64,7 +64,7 @@ def get_state():
 def process_device(state=None) -> str:
     """This process's device: its own GPU under a multi-GPU launch, else cuda/cpu."""
     if state is None and not is_distributed_launch():
-        from .models import get_device
+        from .models import get_device  # lazy: torch (through models), not needed to score on one process
 
         return get_device()
     state = state or get_state()
@@ -114,7 +114,7 @@ def score_in_parallel(
     results = _score_shard(items[start:end], fn, batch_size, shard_lengths, show_progress and state.is_main_process, desc)
     if state.num_processes == 1:
         return results
-    from accelerate.utils import gather_object
+    from accelerate.utils import gather_object  # lazy: accelerate, only under a distributed launch
 
     # Gather (index, result) pairs so the order never depends on how shards are concatenated.
     gathered = gather_object([(start + i, r) for i, r in enumerate(results)])

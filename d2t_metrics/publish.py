@@ -287,7 +287,7 @@ def format_plan(plan: Sequence[Upload], owner: str, github_owner: str, commit: s
 
 
 def upload_all(plan: Sequence[Upload], commit: str, private: bool = False) -> None:
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi  # lazy: huggingface_hub, only to upload (the spaces extra)
 
     api = HfApi()
     for upload in plan:

@@ -16,6 +16,12 @@ Table input
     mirrored into the grid; editing the grid makes the grid the input. Which one
     is scored is shown, with a preview of the parsed table or its error.
 
+Page
+    :func:`metric_page` lays out a metric's Space (table and generated text,
+    the metric's own inputs, a button, a results panel);
+    :func:`score_table_input` reads the table and scores it, showing a bad
+    input as a warning and an error box (:func:`shown_error`).
+
 Models
     :func:`resolve_model` (and :func:`model_candidates`, for trying the next
     when one fails to load) picks the model a demo runs: an environment variable,
@@ -31,12 +37,13 @@ module needs nothing beyond the package itself.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .tables import ATTRIBUTE_VALUE, E2E_MR, TRIPLES, parse_table
 
@@ -304,7 +311,7 @@ def example_values(table: Any) -> list:
 
 
 def _grid_value(layout: str, rows: Sequence[Sequence[str]]):
-    import pandas as pd
+    import pandas as pd  # lazy: pandas, only where gradio's grid needs a DataFrame
 
     headers = list(LAYOUTS[layout])
     rows = [list(r) for r in rows] + [[""] * len(headers) for _ in range(BLANK_ROWS if not rows else 1)]
@@ -312,7 +319,7 @@ def _grid_value(layout: str, rows: Sequence[Sequence[str]]):
 
 
 def _grid_update(layout: str, rows: Sequence[Sequence[str]]):
-    import gradio as gr
+    import gradio as gr  # lazy: gradio, only to build widgets (the spaces extra)
 
     n = len(LAYOUTS[layout])
     return gr.update(value=_grid_value(layout, rows), headers=list(LAYOUTS[layout]), column_count=n)
@@ -324,7 +331,7 @@ def table_input(value: Any = None, label: str = "Table", text_lines: int = 3) ->
     ``value``: an initial table (any form ``parse_table`` reads), shown in both
     the grid and the text box.
     """
-    import gradio as gr
+    import gradio as gr  # lazy: gradio, only to build widgets (the spaces extra)
 
     layout0, rows0 = grid_from_table(value) if value is not None else (TRIPLES_LAYOUT, [])
     n = len(LAYOUTS[layout0])
@@ -375,6 +382,69 @@ def table_input(value: Any = None, label: str = "Table", text_lines: int = 3) ->
     return widget
 
 
+@dataclass
+class MetricPage:
+    """The components :func:`metric_page` builds: the table input and the
+    generated text (left), then the action button and the results panel
+    (right), which exist once the ``with`` block has ended."""
+
+    table: TableInput
+    text: Any
+    button: Any = None
+    output: Any = None
+
+
+@contextlib.contextmanager
+def metric_page(table: Any, text: str, table_label: str = "Table", action: str = "Score",
+                results_label: str = "Results") -> Iterator[MetricPage]:
+    """Lay out a metric's Space inside the current ``gr.Blocks``: on the left
+    the table input (``table`` shown first), the generated text (``text``),
+    then what the ``with`` block builds (the metric's own inputs) and the
+    action button; on the right an HTML results panel."""
+    import gradio as gr  # lazy: gradio, only to build widgets (the spaces extra)
+
+    with gr.Row():
+        with gr.Column():
+            page = MetricPage(table=table_input(table, label=table_label),
+                              text=gr.Textbox(label="Generated text", lines=3, value=text))
+            yield page
+            page.button = gr.Button(action, variant="primary")
+        with gr.Column():
+            page.output = gr.HTML(label=results_label)
+
+
+def compute_inputs(prediction: Optional[str], table: Any, reference: Optional[str] = "") -> Dict[str, Any]:
+    """The ``compute()`` inputs of one example from a Space's boxes: the
+    generated text, the table, and the reference texts one per line
+    (``references`` only when there is one). An empty text raises ``ValueError``."""
+    if not str(prediction or "").strip():
+        raise ValueError("enter a generated text")
+    inputs = {"predictions": [prediction], "tables": [table]}
+    references = [r.strip() for r in str(reference or "").split("\n") if r.strip()]
+    if references:
+        inputs["references"] = [references]
+    return inputs
+
+
+def shown_error(error: Exception) -> str:
+    """A failed score as a Space shows it: a gradio warning, and an error box for the results panel."""
+    import gradio as gr  # lazy: gradio, only inside a running Space
+
+    gr.Warning(str(error))
+    return error_html(str(error))
+
+
+def score_table_input(score: Callable[..., str], table_inputs: Sequence[Any], *args: Any,
+                      errors: Tuple[type, ...] = (ValueError, OSError)) -> str:
+    """``score(table, *args)`` with the table read from the widget's values
+    (:attr:`TableInput.inputs`); a bad input, or ``errors`` raised while
+    scoring (a missing model: ``OSError``), is shown by :func:`shown_error`."""
+    try:
+        return score(read_table(*table_inputs), *args)
+    except errors as e:
+        return shown_error(e)
+
+
 # ---------------------------------------------------------------------------
 # Models
 
@@ -414,7 +484,7 @@ def project_checkpoint(name: str, app_file: Optional[str] = None) -> Optional[st
     checkout the app sits in (two folders up from ``metrics/<name>/app.py`` or
     ``spaces/playground/app.py``).
     """
-    import d2t_metrics
+    import d2t_metrics  # the package root: its checkpoint_path as the package exposes it (monkeypatched in tests)
 
     path = d2t_metrics.checkpoint_path(name)
     if is_checkpoint_dir(path):
@@ -435,7 +505,7 @@ def published_checkpoint(name: str, app_file: Optional[str]) -> Optional[str]:
     if not repo:
         return None
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download  # lazy: huggingface_hub, only to fetch a checkpoint
 
         path = snapshot_download(repo_id=repo, repo_type="model")
     except Exception:  # noqa: BLE001 - offline, or the repo is gone: the caller reports no model

@@ -11,6 +11,9 @@ import os
 import string
 from typing import Dict, Optional, Sequence
 
+import torch
+import transformers
+
 _WORDS = (
     "the a an is was of in on at and to by for with from it its has have be are were "
     "born city country airport restaurant food price range area near family friendly "
@@ -34,10 +37,8 @@ def _write_vocab(path: str, extra_words: Sequence[str] = ()) -> str:
 
 
 def _save_tokenizer(path: str, model_max_length: int = 128):
-    from transformers import BertTokenizerFast
-
     vocab_file = _write_vocab(path)
-    tok = BertTokenizerFast(vocab=vocab_file, do_lower_case=True, model_max_length=model_max_length)
+    tok = transformers.BertTokenizerFast(vocab=vocab_file, do_lower_case=True, model_max_length=model_max_length)
     tok.save_pretrained(path)
     return tok
 
@@ -54,9 +55,6 @@ def make_tiny_classifier(
     ``model_type`` is ``bert``, ``roberta`` or ``electra``. The default labels
     are MNLI's ``contradiction/neutral/entailment``.
     """
-    import torch
-    import transformers
-
     os.makedirs(path, exist_ok=True)
     id2label = id2label or {0: "contradiction", 1: "neutral", 2: "entailment"}
     tok = _save_tokenizer(path, model_max_length=max_position_embeddings)
@@ -88,9 +86,6 @@ def make_tiny_classifier(
 
 def make_tiny_encoder(path: str, seed: int = 0, max_position_embeddings: int = 128) -> str:
     """A 2-layer BERT encoder without a head (for arc classifiers and BERTScore-like uses)."""
-    import torch
-    import transformers
-
     os.makedirs(path, exist_ok=True)
     tok = _save_tokenizer(path, model_max_length=max_position_embeddings)
     config = transformers.BertConfig(
@@ -104,9 +99,6 @@ def make_tiny_encoder(path: str, seed: int = 0, max_position_embeddings: int = 1
 
 def make_tiny_seq2seq(path: str, seed: int = 0, max_length: int = 128) -> str:
     """A 2-layer T5-like encoder-decoder with a WordPiece tokenizer, saved to ``path``."""
-    import torch
-    import transformers
-
     os.makedirs(path, exist_ok=True)
     tok = _save_tokenizer(path, model_max_length=max_length)
     config = transformers.T5Config(
@@ -123,13 +115,9 @@ def make_tiny_causal_lm(path: str, seed: int = 0, max_length: int = 256) -> str:
     generator) with a WordPiece tokenizer whose ``[SEP]`` is the end of
     sequence, saved to ``path``: a stand-in base for
     :mod:`d2t_metrics.generator` in tests."""
-    import torch
-    import transformers
-    from transformers import BertTokenizerFast
-
     os.makedirs(path, exist_ok=True)
     vocab_file = _write_vocab(path)
-    tok = BertTokenizerFast(vocab=vocab_file, do_lower_case=True, model_max_length=max_length, eos_token="[SEP]")
+    tok = transformers.BertTokenizerFast(vocab=vocab_file, do_lower_case=True, model_max_length=max_length, eos_token="[SEP]")
     tok.save_pretrained(path)
     config = transformers.LlamaConfig(
         vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,

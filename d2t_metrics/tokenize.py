@@ -37,7 +37,7 @@ def nltk_tokenize(text: str) -> List[str]:
     imported on first use only.
     """
     try:
-        from nltk.tokenize import word_tokenize
+        from nltk.tokenize import word_tokenize  # lazy: nltk, optional (the parent extra) and slow to import
     except ImportError as error:  # pragma: no cover - depends on the environment
         raise ImportError("tokenizer='nltk' needs NLTK: pip install nltk") from error
     return word_tokenize(text.lower(), preserve_line=True)

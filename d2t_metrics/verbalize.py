@@ -18,7 +18,7 @@ import re
 from typing import Dict, List, Mapping, Optional, Union
 
 from .normalize import normalize_entity, normalize_predicate
-from .tables import Table, Triple
+from .tables import Table, Triple, parse_table
 
 BACKOFF_TEMPLATE = "The <predicate> of <subject> is <object>."
 # The shipped sets in priority order (a later set's wording wins for a
@@ -157,7 +157,5 @@ def verbalize(table, backoff_only: bool = False) -> List[str]:
     >>> verbalize({"name": "Jane Doe", "born": "December 22, 1965", "occupation": "actor"})
     ['Jane Doe was born December 22, 1965.', 'Jane Doe was an actor.']
     """
-    from .tables import parse_table
-
     verbalizer = Verbalizer() if backoff_only else default_verbalizer()
     return verbalizer.verbalize_table(parse_table(table))

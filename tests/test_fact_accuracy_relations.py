@@ -1,5 +1,5 @@
 """fact_accuracy's relation-classifier extractor (metrics/fact_accuracy/relations.py)
-and its training command (``train.py relations``), on hand-made WebNLG-like
+and its training data and command (training/fact_accuracy/relation_data.py, ``train.py relations``), on hand-made WebNLG-like
 entries and a tiny random BERT."""
 
 import copy
@@ -12,6 +12,7 @@ import pytest
 
 from metrics.fact_accuracy import relations as rel
 from metrics.fact_accuracy.facts import Fact
+from training.fact_accuracy import relation_data
 
 # (triples, [(text, {tag: (entity, the words the text uses for it)})])
 ENTRIES = [
@@ -83,7 +84,7 @@ def triple_of(example):
 
 
 def test_positives_are_the_triples_whose_subject_and_object_share_a_sentence(nlp, entries):
-    examples, labels, stats = rel.build_examples(entries, nlp, negative_ratio=0, min_examples=1)
+    examples, labels, stats = relation_data.build_examples(entries, nlp, negative_ratio=0, min_examples=1)
     assert {triple_of(e) for e in examples} == POSITIVES
     assert labels == ["none", "birthPlace", "cityServed", "leaderName", "occupation"]
     assert stats["positives"] == len(examples) == 5 and stats["negatives"] == 0
@@ -94,7 +95,7 @@ def test_positives_are_the_triples_whose_subject_and_object_share_a_sentence(nlp
 
 
 def test_negatives_are_other_pairs_of_those_sentences(nlp, entries):
-    examples, _, stats = rel.build_examples(entries, nlp, negative_ratio=100, min_examples=1)
+    examples, _, stats = relation_data.build_examples(entries, nlp, negative_ratio=100, min_examples=1)
     negatives = [e for e in examples if e["label"] == "none"]
     pairs = {(s, o) for s, _, o in POSITIVES}
     assert negatives and stats["negatives"] == len(negatives) and stats["positives"] == 5
@@ -103,23 +104,23 @@ def test_negatives_are_other_pairs_of_those_sentences(nlp, entries):
     # every negative comes from a sentence with a positive (the Jacob Bundsgaard sentence has none)
     assert not any("Jacob Bundsgaard" in e["text"] for e in examples)
     assert all(e["text"].count("@") == 2 and e["text"].count("#") == 2 for e in examples)
-    one, _, stats_one = rel.build_examples(entries, nlp, negative_ratio=1, min_examples=1)
+    one, _, stats_one = relation_data.build_examples(entries, nlp, negative_ratio=1, min_examples=1)
     assert stats_one["negatives"] == stats_one["positives"] == 5  # one per positive (each pool has one at least)
-    again, _, _ = rel.build_examples(entries, nlp, negative_ratio=1, min_examples=1)
+    again, _, _ = relation_data.build_examples(entries, nlp, negative_ratio=1, min_examples=1)
     assert again == one  # a fixed seed: the same sample and order
 
 
 def test_rare_predicates_are_dropped_and_given_labels_are_kept(nlp, entries):
-    examples, labels, stats = rel.build_examples(entries, nlp, negative_ratio=1, min_examples=2)
+    examples, labels, stats = relation_data.build_examples(entries, nlp, negative_ratio=1, min_examples=2)
     assert labels == ["none", "leaderName"]
     assert {triple_of(e) for e in examples if e["label"] != "none"} == {t for t in POSITIVES if t[1] == "leaderName"}
     assert stats["dropped_positives"] == 3 and stats["negatives"] == 2
-    dev, dev_labels, _ = rel.build_examples(entries, nlp, labels=["none", "birthPlace"], negative_ratio=0)
+    dev, dev_labels, _ = relation_data.build_examples(entries, nlp, labels=["none", "birthPlace"], negative_ratio=0)
     assert dev_labels == ["none", "birthPlace"] and [triple_of(e) for e in dev] == [("Alan Bean", "birthPlace", "Wheeler, Texas")]
     with pytest.raises(ValueError, match="none"):
-        rel.build_examples(entries, nlp, labels=["birthPlace"])
+        relation_data.build_examples(entries, nlp, labels=["birthPlace"])
     with pytest.raises(ValueError, match="negative_ratio"):
-        rel.build_examples(entries, nlp, negative_ratio=-1)
+        relation_data.build_examples(entries, nlp, negative_ratio=-1)
 
 
 def test_table_entities_are_found_in_a_real_webnlg_text(shared):
@@ -197,19 +198,19 @@ def test_long_inputs_keep_a_window_around_the_pair(tiny_encoder):
 
 
 def test_relation_scores():
-    scores = rel.relation_scores(["none", "country", "country", "location"], ["none", "country", "none", "country"])
+    scores = relation_data.relation_scores(["none", "country", "country", "location"], ["none", "country", "none", "country"])
     assert scores["accuracy"] == 0.5 and scores["relation_precision"] == 0.5 and scores["relation_recall"] == round(1 / 3, 4)
     assert math.isclose(scores["macro_f1"], round((2 / 3 + 0.5 + 0) / 3, 4))
-    assert rel.relation_scores([], [])["accuracy"] is None
+    assert relation_data.relation_scores([], [])["accuracy"] is None
     with pytest.raises(ValueError):
-        rel.relation_scores(["none"], [])
+        relation_data.relation_scores(["none"], [])
 
 
 # ---------------------------------------------------------------- training and the extractor
 
 
 def run_train(capsys, *argv):
-    from metrics.fact_accuracy.train import main
+    from training.fact_accuracy.train import main
 
     assert main(["relations", *argv]) == 0
     out = capsys.readouterr().out
@@ -218,7 +219,7 @@ def run_train(capsys, *argv):
 
 @pytest.fixture(scope="module")
 def trained(tiny_encoder, webnlg, tmp_path_factory, nlp):
-    from metrics.fact_accuracy.train import main
+    from training.fact_accuracy.train import main
 
     out = str(tmp_path_factory.mktemp("relations") / "ckpt")
     argv = ["relations", "--out", out, "--base", tiny_encoder, "--data", webnlg, "--dev", webnlg, "--steps", "2",
@@ -235,7 +236,7 @@ def test_training_saves_a_small_peft_checkpoint_with_its_recipe(trained):
     assert recipe["id2label"] == {"0": "none", "1": "birthPlace", "2": "cityServed", "3": "leaderName", "4": "occupation"}
     assert recipe["markers"] == {"subject": ["@", "@"], "object": ["#", "#"]}
     training = recipe["training"]
-    assert training["command"].startswith("python -m metrics.fact_accuracy.train relations --out ")
+    assert training["command"].startswith("python -m training.fact_accuracy.train relations --out ")
     assert training["positives"] == 5 and training["negatives"] == 5 and training["steps"] == 2
     dev = recipe["dev_scores"]
     assert dev["pairs"] == 10 and 0 <= dev["accuracy"] <= 1 and 0 <= dev["macro_f1"] <= 1
@@ -320,7 +321,7 @@ def test_a_stopped_run_resumes_from_out_work(tiny_encoder, webnlg, tmp_path, cap
 @pytest.mark.parametrize("bad", [["--steps", "0"], ["--negatives", "-1"], ["--negatives", "nan"], ["--max-length", "8"],
                                  ["--lr", "0"], ["--dev", "/no/such/dev"], ["--data", "/no/such/train"]])
 def test_bad_training_arguments_are_refused(bad, webnlg, tmp_path, capsys):
-    from metrics.fact_accuracy.train import main
+    from training.fact_accuracy.train import main
 
     with pytest.raises(SystemExit) as e:
         main(["relations", "--out", str(tmp_path / "x"), "--data", webnlg, "--dev", webnlg, *bad])
@@ -328,7 +329,7 @@ def test_bad_training_arguments_are_refused(bad, webnlg, tmp_path, capsys):
 
 
 def test_bad_extractor_arguments_are_refused(trained, extractor, tmp_path):
-    from d2t_metrics.models import ModelNotAvailableError
+    from d2t_metrics.hub import ModelNotAvailableError
 
     for kwargs in ({"threshold": 1.5}, {"threshold": float("nan")}, {"threshold": True}, {"batch_size": 0}, {"max_pairs": 0}):
         with pytest.raises(ValueError):

@@ -7,17 +7,14 @@ decoder."""
 import json
 import os
 import random
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from metrics.fact_accuracy import extractors as ex  # noqa: E402
-from metrics.fact_accuracy import text_to_triples as t2t  # noqa: E402
-from tests.test_fact_accuracy_relations import ENTRIES, write_webnlg  # noqa: E402
+from conftest import ROOT
+from metrics.fact_accuracy import extractors as ex
+from metrics.fact_accuracy import text_to_triples as t2t
+from training.fact_accuracy import triples_data
+from tests.test_fact_accuracy_relations import ENTRIES, write_webnlg
 
 BEAN = ["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | occupation | Test_pilot"]
 
@@ -51,47 +48,47 @@ def entries(tmp_path_factory):
 def test_hinted_relations_hold_the_gold_and_some_distractors():
     pool = ["a", "b", "c", "d", "e"]
     for seed in range(30):
-        names = t2t.hinted_relations(["b", "x", "b"], pool, random.Random(seed), distractors=2)
+        names = triples_data.hinted_relations(["b", "x", "b"], pool, random.Random(seed), distractors=2)
         assert {"b", "x"} <= set(names) and len(names) == len(set(names)) <= 4
         assert set(names) - {"b", "x"} <= set(pool)
-    assert sorted(t2t.hinted_relations(["b"], pool, random.Random(0), distractors=0)) == ["b"]
-    counts = {len(t2t.hinted_relations(["b"], pool, random.Random(s), distractors=2)) for s in range(40)}
+    assert sorted(triples_data.hinted_relations(["b"], pool, random.Random(0), distractors=0)) == ["b"]
+    counts = {len(triples_data.hinted_relations(["b"], pool, random.Random(s), distractors=2)) for s in range(40)}
     assert counts == {1, 2, 3}  # 0, 1 or 2 distractors
 
 
 def test_training_pairs_without_lists_are_the_plain_prompts(entries):
-    pairs = t2t.training_pairs(entries, seed=3)
+    pairs = triples_data.training_pairs(entries, seed=3)
     assert len(pairs) == len(entries) and all("Relations:" not in p for p, _ in pairs)
-    assert pairs == t2t.training_pairs(entries, seed=3, listed_share=0.0, distractors=5)
+    assert pairs == triples_data.training_pairs(entries, seed=3, listed_share=0.0, distractors=5)
     assert ("Extract the facts stated in the text as subject | relation | object triples.\n"
             "Text: Denmark is led by Lars Lokke Rasmussen.\nTriples:", "Denmark | leaderName | Lars Løkke Rasmussen") in pairs
 
 
 def test_training_pairs_with_lists_name_the_gold_relations_among_the_category(entries):
-    pairs = t2t.training_pairs(entries, seed=3, listed_share=1.0, distractors=3)
+    pairs = triples_data.training_pairs(entries, seed=3, listed_share=1.0, distractors=3)
     pool = {t.predicate for e in entries for t in e.table}  # one category ("Test") in the fixture
     assert len(pairs) == len(entries)
     for p, target in pairs:
         listed = p.split("\nRelations: ", 1)[1].split("\nText: ", 1)[0].split(", ")
         gold = {triple.split(" | ")[1] for triple in target.split(" ; ")}
         assert gold <= set(listed) <= pool
-    assert pairs == t2t.training_pairs(entries, seed=3, listed_share=1.0, distractors=3)  # seeded
-    half = t2t.training_pairs(entries * 25, seed=3, listed_share=0.5)
+    assert pairs == triples_data.training_pairs(entries, seed=3, listed_share=1.0, distractors=3)  # seeded
+    half = triples_data.training_pairs(entries * 25, seed=3, listed_share=0.5)
     assert 0.25 < sum("Relations:" in p for p, _ in half) / len(half) < 0.75
     with pytest.raises(ValueError, match="listed_share"):
-        t2t.training_pairs(entries, listed_share=1.5)
+        triples_data.training_pairs(entries, listed_share=1.5)
     with pytest.raises(ValueError, match="distractors"):
-        t2t.training_pairs(entries, listed_share=0.5, distractors=-1)
+        triples_data.training_pairs(entries, listed_share=0.5, distractors=-1)
 
 
 def test_tokenized_lowercase_writes_texts_as_the_challenge_outputs_are():
-    assert t2t.tokenized_lowercase("Aarhus Airport serves Aarhus, Denmark (the city).") == \
+    assert triples_data.tokenized_lowercase("Aarhus Airport serves Aarhus, Denmark (the city).") == \
         "aarhus airport serves aarhus , denmark ( the city ) ."
-    assert t2t.tokenized_lowercase("  ") == "" and t2t.tokenized_lowercase("a  ,b") == "a , b"
+    assert triples_data.tokenized_lowercase("  ") == "" and triples_data.tokenized_lowercase("a  ,b") == "a , b"
 
 
 def test_restore_form_gives_table_values_their_casing_back():
-    written = t2t.tokenized_lowercase("Aarhus Airport serves Aarhus, Denmark (the city). It isn't big.")
+    written = triples_data.tokenized_lowercase("Aarhus Airport serves Aarhus, Denmark (the city). It isn't big.")
     values = ["Aarhus_Airport", '"Aarhus, Denmark"', "Aarhus", "2.0"]
     assert t2t.restore_form(written, values) == "Aarhus Airport serves Aarhus, Denmark (the city). It isn't big."
     # whole words only, longest value first, no sentence break after an initial
@@ -107,23 +104,23 @@ def test_restore_form_gives_table_values_their_casing_back():
 
 
 def test_training_pairs_lowercase_a_share_of_the_texts_only(entries):
-    plain = t2t.training_pairs(entries, seed=3)
-    lower = t2t.training_pairs(entries, seed=3, lowercase_share=1.0)
+    plain = triples_data.training_pairs(entries, seed=3)
+    lower = triples_data.training_pairs(entries, seed=3, lowercase_share=1.0)
     assert sorted(t for _, t in lower) == sorted(t for _, t in plain)  # the targets keep the corpus's spelling
-    assert all(p == p.split("Text: ")[0] + "Text: " + t2t.tokenized_lowercase(p.split("Text: ")[1][:-len("\nTriples:")]) + "\nTriples:"
+    assert all(p == p.split("Text: ")[0] + "Text: " + triples_data.tokenized_lowercase(p.split("Text: ")[1][:-len("\nTriples:")]) + "\nTriples:"
                for p, _ in lower)
     assert "Text: denmark is led by lars lokke rasmussen .\n" in "".join(p for p, _ in lower)
-    half = t2t.training_pairs(entries * 25, seed=3, lowercase_share=0.5)
+    half = triples_data.training_pairs(entries * 25, seed=3, lowercase_share=0.5)
     assert 0.25 < sum("Text: denmark" in p or "Text: aarhus" in p or "Text: alan" in p or "Text: matteo" in p
                       for p, _ in half) / len(half) < 0.75
     with pytest.raises(ValueError, match="lowercase_share"):
-        t2t.training_pairs(entries, lowercase_share=-0.1)
+        triples_data.training_pairs(entries, lowercase_share=-0.1)
 
 
 @pytest.fixture(scope="module")
 def trained_triples(tiny_causal_lm, tmp_path_factory):
     """``train.py triples`` on the fixture's entries: a 2-step generator whose prompts list relations."""
-    from metrics.fact_accuracy.train import main
+    from training.fact_accuracy.train import main
 
     data = write_webnlg(str(tmp_path_factory.mktemp("webnlg_train")), ENTRIES)
     out = str(tmp_path_factory.mktemp("triples") / "ckpt")
@@ -147,7 +144,7 @@ def test_triples_command_saves_a_checkpoint_that_lists_relations(trained_triples
 
 
 def test_triples_command_refuses_bad_options(tmp_path, capsys):
-    from metrics.fact_accuracy.train import main
+    from training.fact_accuracy.train import main
 
     data = write_webnlg(str(tmp_path / "train"))
     for bad in (["--listed-share", "2"], ["--distractors", "-1"], ["--lowercase-share", "1.5"]):

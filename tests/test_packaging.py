@@ -214,9 +214,9 @@ def fresh_venv(path, wheel, workdir):
     return python
 
 
-@pytest.fixture(scope="module")
-def build(tmp_path_factory):
-    """``(source copy, wheel, work dir)``: the wheel built by pip from a copy of the checkout."""
+def build_wheel(tmp_path_factory):
+    """``(source copy, wheel, work dir)``: the wheel built by pip from a copy of the checkout
+    (the session fixture ``build`` of conftest.py, built once for every test that needs it)."""
     if importlib.util.find_spec("pip") is None:
         pytest.skip("pip is not installed in this environment: cannot build or install the wheel")
     base = tmp_path_factory.mktemp("packaging")

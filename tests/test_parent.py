@@ -18,7 +18,8 @@ from d2t_metrics.tokenize import MemoTokenizer, get_tokenizer, nltk_tokenize, wh
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRIC_DIR = os.path.join(ROOT, "metrics", "parent")
 
-from metrics.parent import cooccurrence, scoring, table_tokens  # noqa: E402
+from metrics.parent import scoring, table_tokens  # noqa: E402
+from training.parent import cooccurrence  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -440,7 +441,7 @@ def test_cooccurrence_cli_and_parent_c(parent, shared, tmp_path):
     assert counts["location"] > 0 and any(k.startswith("location|||") for k in counts)
     # The command line entry point works too.
     cli = subprocess.run(
-        [sys.executable, "-m", "metrics.parent.cooccurrence", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "training.parent.cooccurrence", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert cli.returncode == 0 and "--webnlg" in cli.stdout
 

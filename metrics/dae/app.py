@@ -15,6 +15,8 @@ Without a model the demo offers the rule-based config only.
 import html
 import os
 
+from d2t_metrics.spaces import compute_inputs, example_values, read_table, resolve_model, shown_error, table_input
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 NAME = "dae"
 
@@ -95,8 +97,6 @@ def explain(example, prediction, metric=None):
 
 def default_model():
     """``(model path or None, where it came from)`` for the neural config."""
-    from d2t_metrics.spaces import resolve_model
-
     return resolve_model(NAME, __file__, env=("DAE_MODEL",))
 
 
@@ -113,7 +113,7 @@ def get_metric(config: str = "default"):
         if config != "rule":
             model, reason = default_model()
             if model is None:
-                from d2t_metrics.models import ModelNotAvailableError
+                from d2t_metrics.hub import ModelNotAvailableError
 
                 raise ModelNotAvailableError(f"{reason}; use the rule-based config")
             kwargs["model"] = model
@@ -137,25 +137,19 @@ def score(source, prediction: str, config: str = "default") -> str:
 
 def score_table(table, prediction: str, config: str = "default") -> str:
     """HTML for a table source (any form ``parse_table`` reads, verbalized by DAE) and a prediction."""
-    if not str(prediction or "").strip():
-        raise ValueError("enter a generated text")
+    inputs = compute_inputs(prediction, table)
     metric = get_metric(config)
-    res = metric.compute(predictions=[prediction], tables=[table], per_example=True, show_progress=False)
+    res = metric.compute(**inputs, per_example=True, show_progress=False)
     return render(res["examples"][0], words_of(metric, prediction))
 
 
 def score_ui(kind, source_text, t_source, t_layout, t_grid, t_text, prediction, config):
-    import gradio as gr
-
-    from d2t_metrics.spaces import error_html, read_table
-
     try:
         if kind == SOURCE_TABLE:
             return score_table(read_table(t_source, t_layout, t_grid, t_text), prediction, config)
         return score(source_text, prediction, config)
     except (ValueError, OSError) as e:
-        gr.Warning(str(e))
-        return error_html(str(e))
+        return shown_error(e)
 
 
 def _label(text: str, width: int = 60) -> str:
@@ -163,9 +157,7 @@ def _label(text: str, width: int = 60) -> str:
 
 
 def build_demo():
-    import gradio as gr
-
-    from d2t_metrics.spaces import example_values, table_input
+    import gradio as gr  # lazy: gradio, only to build the demo
 
     model, origin = default_model()
     configs = ["default", "rule"] if model else ["rule"]

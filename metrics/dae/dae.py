@@ -8,12 +8,15 @@ import datasets
 import evaluate
 
 from d2t_metrics.checkpoints import checkpoint_fingerprint
+from d2t_metrics.checkpoints import weight_files
 from d2t_metrics.inputs import SOURCE_TEXT
 from d2t_metrics.inputs import TABLE
 from d2t_metrics.inputs import TEXT
-from d2t_metrics.inputs import CheckedInputs
 from d2t_metrics.inputs import check_batch_size
 from d2t_metrics.inputs import decode_column
+from d2t_metrics.metric import D2TMetric
+from d2t_metrics.hub import missing_model_error
+from d2t_metrics.verbalize import default_verbalizer
 
 from .arcs import DEFAULT_SPACY_MODEL
 from .arcs import load_spacy
@@ -103,14 +106,7 @@ def default_model_path():
     """The project's checkpoint of DAE: ``d2t_metrics.checkpoint_path("dae")`` (the
     checkout's checkpoints/dae, or the installed package's copy), else ./checkpoints/dae;
     ``None`` when neither holds a checkpoint's weights (``checkpoints.weight_files``)."""
-    from d2t_metrics.checkpoints import weight_files
-
-    try:
-        from d2t_metrics.locations import checkpoint_path
-    except ImportError:  # an older d2t_metrics without the locator
-        checkpoint_path = None
-    candidates = [checkpoint_path("dae") if checkpoint_path else None, CHECKPOINT_SUBDIR]
-    for path in candidates:
+    for path in (DAE.checkpoint_path(), CHECKPOINT_SUBDIR):
         if path and weight_files(path):  # the adapters (and head), or a legacy model.safetensors
             return os.path.abspath(path)
     return None
@@ -119,14 +115,12 @@ def default_model_path():
 def source_texts(inputs):
     """The source text of each stored input: a text as it is, a table verbalized
     into one sentence per fact (templates, with the generic back-off)."""
-    from d2t_metrics.verbalize import default_verbalizer
-
     verbalizer = default_verbalizer()  # built once per process, not per call
     return [x if isinstance(x, str) else verbalizer.verbalize_text(x) for x in inputs]
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class DAE(CheckedInputs, evaluate.Metric):
+class DAE(D2TMetric):
     # One declared input column holds each prediction's source: a table
     # (tables=) or a text (sources=), so that evaluate.combine with the
     # table-based metrics carries it; a text is stored as {"kind": "text"}.
@@ -134,6 +128,8 @@ class DAE(CheckedInputs, evaluate.Metric):
     ALTERNATIVE_INPUTS = {"sources": ("tables", SOURCE_TEXT)}
     # The rule-based baseline loads no model (the command line passes it no checkpoint).
     MODEL_FREE_CONFIGS = ("rule",)
+    # The paper's model is not published; the API's default is the project's checkpoint too.
+    CHECKPOINT = "dae"
 
     def __init__(self, *args, model=None, spacy_model=DEFAULT_SPACY_MODEL, device=None, dtype=None, max_length=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -156,10 +152,7 @@ class DAE(CheckedInputs, evaluate.Metric):
             reference_urls=["https://aclanthology.org/2020.findings-emnlp.322"],
         )
 
-    def _download_and_prepare(self, dl_manager):
-        self._load_scorer()
-
-    def _load_scorer(self):
+    def load_model(self):
         # spaCy and the model load once per metric object.
         if self.scorer is not None:
             return self.scorer
@@ -167,20 +160,18 @@ class DAE(CheckedInputs, evaluate.Metric):
         if self.config_name == "rule":
             self.scorer = RuleScorer(nlp)
             return self.scorer
-        from d2t_metrics.models import missing_model_error
-
         path = self.model_name or default_model_path()
         if not path or not os.path.isdir(path):
             raise missing_model_error(
                 self.model_name or CHECKPOINT_SUBDIR,
                 FileNotFoundError("no DAE checkpoint directory (adapter_model.safetensors and arc_head.safetensors) found; "
-                                  "train one with python -m metrics.dae.train"),
+                                  "train one with python -m training.dae.train"),
                 metric="dae",
             )
         self.scorer = DAEScorer(path, spacy_model=nlp, device=self.device_name, dtype=self.dtype, max_length=self.max_length)
         return self.scorer
 
-    def signature(self):
+    def signature(self, **options):
         if self.config_name == "rule":
             model = "rule"
         else:
@@ -202,7 +193,7 @@ class DAE(CheckedInputs, evaluate.Metric):
         # Checked by compute()/add_batch()/add() before evaluate stored them.
         texts = predictions
         srcs = source_texts(decode_column(tables, table_only=False))
-        scorer = self._load_scorer()
+        scorer = self.load_model()
         examples = scorer.score(srcs, texts, batch_size=int(batch_size), show_progress=show_progress, threshold=float(threshold))
         n = max(len(examples), 1)
         result = {

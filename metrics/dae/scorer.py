@@ -221,7 +221,8 @@ class DAEScorer:
               threshold: float = THRESHOLD) -> List[Dict[str, Any]]:
         import torch
 
-        from d2t_metrics.models import length_sorted_batches, progress
+        from d2t_metrics.batching import length_sorted_batches
+        from d2t_metrics.hub import progress
 
         docs = parse_unique(self.nlp, list(sources) + list(hypotheses))
         src_cache = {s: self._source_sentences(docs[s]) for s in set(sources)}

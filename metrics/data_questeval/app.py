@@ -18,6 +18,8 @@ checkpoints from the Hub, else the published checkpoint repository named in
 import html
 import os
 
+from d2t_metrics.spaces import compute_inputs, example_values, metric_page, model_candidates, score_table_input
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 NAME = "data_questeval"
 ENV = ("DATA_QUESTEVAL_MODEL",)
@@ -83,8 +85,6 @@ def explain(example, prediction, metric=None) -> str:
 
 def default_model():
     """``(model folder or hub default, where it came from)``; ``(None, reason)`` when there is none."""
-    from d2t_metrics.spaces import model_candidates
-
     for model, origin in model_candidates(NAME, __file__, env=ENV):
         return model, origin
     return None, "no checkpoints/data_questeval here and no published checkpoint reachable"
@@ -108,33 +108,16 @@ def get_metric():
 
 def score(table, prediction: str, reference: str = "") -> str:
     """HTML for one input; bad input raises ``ValueError``."""
-    if not str(prediction or "").strip():
-        raise ValueError("enter a generated text")
-    references = [r.strip() for r in str(reference or "").split("\n") if r.strip()]
-    kwargs = {"tables": [table]}
-    if references:
-        kwargs["references"] = [references]
-    res = get_metric().compute(predictions=[prediction], per_example=True, show_progress=False, **kwargs)
+    res = get_metric().compute(**compute_inputs(prediction, table, reference), per_example=True, show_progress=False)
     return explain(res["examples"][0], prediction)
 
 
 def score_ui(source, layout, grid, text, prediction, reference):
-    import gradio as gr
-
-    from d2t_metrics.spaces import error_html, read_table
-
-    try:
-        table = read_table(source, layout, grid, text)
-        return score(table, prediction, reference)
-    except (ValueError, OSError) as e:
-        gr.Warning(str(e))
-        return error_html(str(e))
+    return score_table_input(score, (source, layout, grid, text), prediction, reference)
 
 
 def build_demo():
-    import gradio as gr
-
-    from d2t_metrics.spaces import example_values, table_input
+    import gradio as gr  # lazy: gradio, only to build the demo
 
     model, origin = default_model()
     note = f"Models: {origin}." if model else "No project checkpoint here: QuestEval's T5 models are loaded from the Hub."
@@ -146,17 +129,11 @@ def build_demo():
             "one by F1 and BERTScore, with the QA model's answerability; no reference needed (Rebuffel et al., 2021). "
             f"Green: the answer is found (score ≥ 0.5); red: it is not. {note}"
         )
-        with gr.Row():
-            with gr.Column():
-                table = table_input(EXAMPLES[0][0], label="Table")
-                prediction = gr.Textbox(label="Generated text", lines=3, value=EXAMPLES[0][1])
-                reference = gr.Textbox(label="Reference text(s), one per line (optional: further sources)", lines=2,
-                                       value=EXAMPLES[0][2])
-                button = gr.Button("Score", variant="primary")
-            with gr.Column():
-                output = gr.HTML(label="Questions and answers")
-        button.click(score_ui, inputs=[*table.inputs, prediction, reference], outputs=output)
-        gr.Examples([example_values(e[0]) + [e[1], e[2]] for e in EXAMPLES], inputs=[*table.example_inputs, prediction, reference],
+        with metric_page(EXAMPLES[0][0], EXAMPLES[0][1], results_label="Questions and answers") as page:
+            reference = gr.Textbox(label="Reference text(s), one per line (optional: further sources)", lines=2,
+                                   value=EXAMPLES[0][2])
+        page.button.click(score_ui, inputs=[*page.table.inputs, page.text, reference], outputs=page.output)
+        gr.Examples([example_values(e[0]) + [e[1], e[2]] for e in EXAMPLES], inputs=[*page.table.example_inputs, page.text, reference],
                     example_labels=["WebNLG triples", "E2E MR", "QuestEval's example"])
     return demo
 

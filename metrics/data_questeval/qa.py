@@ -42,7 +42,7 @@ several times faster on short data-to-text inputs.
 
 :class:`SpanQA` — the project's offline extractive QA: all-MiniLM-L6-v2 with
 LoRA adapters and a fully trained span head (``qa_outputs``), trained by
-``python -m metrics.data_questeval.train text-qa`` / ``table-qa``. SQuAD 2.0
+``python -m training.data_questeval.train text-qa`` / ``table-qa``. SQuAD 2.0
 style: the input is ``[CLS] question [SEP] context [SEP]``, a start and an end
 logit per token, and the ``[CLS]`` position (index 0) stands for "no answer".
 

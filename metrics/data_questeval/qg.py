@@ -24,7 +24,7 @@ behaviour of QuestEval 0.2.4:
 
 :class:`GeneratorQG` — the project's offline QG: the shared small generator
 (:mod:`d2t_metrics.generator`, SmolLM2-135M-Instruct + LoRA) trained by
-``python -m metrics.data_questeval.train text-qg`` / ``table-qg`` on prompts
+``python -m training.data_questeval.train text-qg`` / ``table-qg`` on prompts
 built by :func:`qg_prompt`::
 
     Context: <text>                                      Table: <linearized table>
@@ -49,14 +49,16 @@ question then does not decide a fact). :func:`load_qg` picks the backend.
 
 :func:`table_values` gives the answers QuestEval asks about in a linearized
 table (its ``extract_table_answers``: the ``[ … ]`` items), with their
-character spans. This module imports no sibling module.
+character spans; :func:`answer_context` the part of a text around an answer
+that the project's QG reads (it was trained on such contexts). This module
+imports no sibling module.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 SEPARATOR = "</s>"
 QUESTEVAL_QG_PREFIX = "sv1"
@@ -152,6 +154,69 @@ def table_values(linearized: str) -> List[TableValue]:
             inside = True
     return values
 
+
+
+# ---------------------------------------------------------------- QG contexts
+
+# Words of context around an answer that the project's QG reads: with the
+# prompt, the answer and the question, a training sequence stays within ~160
+# generator tokens. Its training pairs (training/data_questeval/qa_data.py)
+# and the metric's questions on texts use the same contexts.
+QG_CONTEXT_WORDS = 80
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+
+
+def sentence_spans(text: str) -> List[Tuple[int, int]]:
+    """Character spans of the sentences of ``text`` (a break after ``.``, ``!``
+    or ``?`` and whitespace, before a capital or a digit)."""
+    spans, start = [], 0
+    for m in _SENTENCE_END.finditer(text):
+        spans.append((start, m.start()))
+        start = m.end()
+    spans.append((start, len(text)))
+    return [(s, e) for s, e in spans if text[s:e].strip()]
+
+
+def _words_in(text: str) -> int:
+    return len(text.split())
+
+
+def answer_context(context: str, answer_start: int, answer_end: int, max_words: int = QG_CONTEXT_WORDS) -> str:
+    """The sentence(s) holding the answer, grown by whole neighbouring sentences
+    (before, after, alternately) while within ``max_words``; an answer
+    sentence longer than that is cut to ``max_words`` words around the answer."""
+    spans = sentence_spans(context)
+    if not spans:
+        return context.strip()
+    inside = [k for k, (s, e) in enumerate(spans) if e > answer_start and s < answer_end] or [0]
+    lo, hi = inside[0], inside[-1]
+    text = context[spans[lo][0]: spans[hi][1]]
+    if _words_in(text) > max_words:
+        return _cut_around(context, spans[lo][0], spans[hi][1], answer_start, answer_end, max_words)
+    grew = True
+    while grew:
+        grew = False
+        for k in (lo - 1, hi + 1):
+            if 0 <= k < len(spans):
+                s, e = min(spans[lo][0], spans[k][0]), max(spans[hi][1], spans[k][1])
+                if _words_in(context[s:e]) <= max_words:
+                    lo, hi = min(lo, k), max(hi, k)
+                    grew = True
+    return context[spans[lo][0]: spans[hi][1]].strip()
+
+
+def _cut_around(context: str, start: int, end: int, answer_start: int, answer_end: int, max_words: int) -> str:
+    words = [(m.start() + start, m.end() + start) for m in re.finditer(r"\S+", context[start:end])]
+    first = next((k for k, (s, e) in enumerate(words) if e > answer_start), 0)
+    last = max(first, next((k for k in range(len(words) - 1, -1, -1) if words[k][0] < answer_end), first))
+    if last - first + 1 >= max_words:  # the answer alone fills the budget: it keeps its start
+        lo, hi = first, min(len(words) - 1, first + max_words - 1)
+    else:  # centre the answer in the budget, shifted where the sentence ends
+        lo = max(0, first - (max_words - (last - first + 1)) // 2)
+        hi = min(len(words) - 1, lo + max_words - 1)
+        lo = max(0, hi - max_words + 1)
+    return context[words[lo][0]: words[hi][1]]
 
 
 # ---------------------------------------------------------------- T5 (QuestEval's models)

@@ -31,13 +31,18 @@ the QA model does not give has F1 0 and BERTScore 0 (QuestEval's T5 QA writes
 the word "unanswerable", which it then compares by BERTScore; with the T5
 backends that word is compared here too, see ``unanswered_as``).
 
-This module imports no sibling module.
+This module imports no sibling module. :class:`AnswerBERTScore` is the one
+BERTScore of the project: the benchmarks' baseline builds on
+:class:`BERTScoreEncoder` and :func:`greedy_match` too.
 """
 
 from __future__ import annotations
 
 import collections
+import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from d2t_metrics.bases import resolve_base
 
 LIST_SCORES = ("answerability", "bertscore", "f1")
 REDUCTIONS = ("max", "mean")
@@ -122,51 +127,72 @@ class LRUCache:
         self._data.clear()
 
 
-class AnswerBERTScore:
-    """BERTScore F1 (Zhang et al., 2020) of two short answers: greedy cosine
-    matching of contextual token embeddings from one encoder layer (default
-    the last), no idf, no baseline rescaling, special tokens left out. An
-    empty string scores 0 against anything. Loads its encoder once; embeds
-    each distinct string once per :meth:`score` call."""
+def greedy_match(cand: Any, ref: Any) -> Tuple[float, float, float]:
+    """BERTScore's precision, recall and F1 (Zhang et al., 2020) of two texts
+    given as L2-normalized token embeddings, one row per token: each token is
+    matched to its most similar token of the other text by cosine, and the
+    best similarities are averaged. (0, 0, 0) when a text has no token.
 
-    def __init__(self, model: Optional[str] = None, device: Optional[str] = None, layer: Optional[int] = None,
-                 batch_size: int = 64, max_length: int = 64):
-        from d2t_metrics.checkpoints import resolve_base
-        from d2t_metrics.models import load_model
+    Takes numpy arrays or torch tensors and computes in their own library:
+    the two round float32 sums differently, and the benchmark's figures were
+    recorded with numpy, the metric's with torch."""
+    if len(cand) == 0 or len(ref) == 0:
+        return 0.0, 0.0, 0.0
+    sim = cand @ ref.T
+    p, r = _mean_best_similarity(sim, 1), _mean_best_similarity(sim, 0)
+    return p, r, (2 * p * r / (p + r) if p + r > 0 else 0.0)
 
-        self.model_name = str(model or DEFAULT_BERTSCORE_MODEL)
-        path = resolve_base(self.model_name) if model is None or not _is_dir(self.model_name) else self.model_name
-        self.tokenizer, self.model = load_model(path, task="encoder", device=device, metric="data_questeval")
+
+def _mean_best_similarity(sim: Any, axis: int) -> float:
+    best = sim.max(axis)
+    return float(getattr(best, "values", best).mean())  # torch's max gives (values, indices), numpy's the values
+
+
+class BERTScoreEncoder:
+    """The encoder of a BERTScore: a model loaded once, the hidden layer whose
+    token vectors are compared (default the last), and texts truncated to
+    ``max_length`` tokens or what the model's position table holds."""
+
+    def __init__(self, path: str, device: Optional[str] = None, layer: Optional[int] = None,
+                 batch_size: int = 64, max_length: int = 64, metric: str = "data_questeval"):
+        from d2t_metrics.models import load_model  # lazy: torch and transformers, only once answers are compared
+
+        self.tokenizer, self.model = load_model(path, task="encoder", device=device, metric=metric)
         n_layers = self.model.config.num_hidden_layers
         self.layer = n_layers if layer is None else int(layer)
         if not 0 <= self.layer <= n_layers:
             raise ValueError(f"bertscore layer must be in 0..{n_layers}, got {layer}")
-        self.batch_size, self.max_length = int(batch_size), int(max_length)
+        self.batch_size = int(batch_size)
+        limit = getattr(self.model.config, "max_position_embeddings", max_length)
+        if self.model.config.model_type in ("roberta", "xlm-roberta", "camembert"):
+            limit -= 2  # positions start after the padding index
+        self.max_length = min(int(max_length), limit)
 
-    def _embed(self, texts: List[str], show_progress: bool) -> Dict[str, Any]:
-        from d2t_metrics.models import token_embeddings
+    def embed(self, texts: Sequence[str], desc: str, show_progress: bool = False) -> List[Any]:
+        """One torch tensor of L2-normalized token vectors per text (special tokens dropped)."""
+        from d2t_metrics.models import token_embeddings  # lazy: torch and transformers, as above
 
-        vectors = token_embeddings(self.model, self.tokenizer, texts, layer=self.layer, max_length=self.max_length,
-                                   batch_size=self.batch_size, desc="comparing answers", show_progress=show_progress)
-        return dict(zip(texts, vectors))
+        return token_embeddings(self.model, self.tokenizer, texts, layer=self.layer, max_length=self.max_length,
+                                batch_size=self.batch_size, desc=desc, show_progress=show_progress)
+
+
+class AnswerBERTScore(BERTScoreEncoder):
+    """BERTScore F1 of two short answers (:func:`greedy_match`), no idf, no
+    baseline rescaling. An empty string scores 0 against anything. Embeds each
+    distinct string once per :meth:`score` call."""
+
+    def __init__(self, model: Optional[str] = None, device: Optional[str] = None, layer: Optional[int] = None,
+                 batch_size: int = 64, max_length: int = 64):
+        self.model_name = str(model or DEFAULT_BERTSCORE_MODEL)
+        path = resolve_base(self.model_name) if model is None or not os.path.isdir(os.path.expanduser(self.model_name)) else self.model_name
+        super().__init__(path, device=device, layer=layer, batch_size=batch_size, max_length=max_length)
 
     def score(self, pairs: Sequence[Tuple[str, str]], show_progress: bool = False) -> List[float]:
         """BERTScore F1 of each (candidate, reference) pair, in [0, 1] after clipping."""
         texts = sorted({t for pair in pairs for t in pair if t})
-        vectors = self._embed(texts, show_progress)
+        vectors = dict(zip(texts, self.embed(texts, "comparing answers", show_progress)))
         out = []
         for cand, ref in pairs:
             a, b = vectors.get(cand), vectors.get(ref)
-            if a is None or b is None or len(a) == 0 or len(b) == 0:
-                out.append(0.0)
-                continue
-            sim = a @ b.T
-            p, r = float(sim.max(dim=1).values.mean()), float(sim.max(dim=0).values.mean())
-            out.append(clip01(2 * p * r / (p + r)) if p + r > 0 else 0.0)
+            out.append(0.0 if a is None or b is None else clip01(greedy_match(a, b)[2]))
         return out
-
-
-def _is_dir(path: str) -> bool:
-    import os
-
-    return os.path.isdir(os.path.expanduser(path))

@@ -19,6 +19,9 @@ model-free ``openie`` always.
 import html
 import os
 
+import d2t_metrics
+from d2t_metrics.spaces import compute_inputs, example_values, metric_page, score_table_input, space_config
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 NAME = "fact_accuracy"
 SUBFOLDERS = {"end_to_end": "triples", "relations": "relations"}
@@ -125,8 +128,6 @@ def _checkpoint_in(folder, extractor):
 
 def _space_repo():
     """The published checkpoint repository ``d2t_space.json`` names (a staged Space), or ``None``."""
-    from d2t_metrics.spaces import space_config
-
     return (space_config(__file__).get("checkpoints") or {}).get(NAME)
 
 
@@ -135,7 +136,7 @@ def _published(extractor):
     if not repo:
         return None
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download  # lazy: huggingface_hub, only to fetch a checkpoint
 
         return _checkpoint_in(snapshot_download(repo_id=repo, repo_type="model"), extractor)
     except Exception:  # noqa: BLE001 - offline, or the repository is gone: no model
@@ -149,8 +150,6 @@ def default_model(extractor: str = "end_to_end"):
         if value:
             path = _checkpoint_in(value, extractor) or (value if extractor == "end_to_end" and _has_weights(value) else None)
             return (path, f"${var}") if path else (None, f"${var} holds no {extractor} checkpoint")
-    import d2t_metrics
-
     for root, origin in ((d2t_metrics.checkpoint_path(NAME), "the project's checkpoint"),
                          (os.path.join(os.path.dirname(os.path.dirname(_HERE)), "checkpoints", NAME), "the project's checkpoint")):
         path = _checkpoint_in(root, extractor)
@@ -179,7 +178,7 @@ def get_metric(config: str = "openie"):
             if model is None:
                 model = _published(config)
             if model is None:
-                from d2t_metrics.models import ModelNotAvailableError
+                from d2t_metrics.hub import ModelNotAvailableError
 
                 raise ModelNotAvailableError(f"{reason}; use the model-free config 'openie'")
             kwargs["model"] = model
@@ -192,37 +191,22 @@ def get_metric(config: str = "openie"):
 def score(table, prediction: str, reference: str = "", config: str = "openie", ground_truth: str = "table",
           fuzzy_threshold=FUZZY_THRESHOLD) -> str:
     """HTML for one input; bad input raises ``ValueError``."""
-    if not str(prediction or "").strip():
-        raise ValueError("enter a generated text")
-    references = [r.strip() for r in str(reference or "").split("\n") if r.strip()]
-    kwargs = {"tables": [table]}
-    if references:
-        kwargs["references"] = [references]
-    if ground_truth == "references" and not references:
+    inputs = compute_inputs(prediction, table, reference)
+    if ground_truth == "references" and "references" not in inputs:
         raise ValueError("enter a reference text to take the ground-truth facts from")
     metric = get_metric(config)
-    res = metric.compute(predictions=[prediction], per_example=True, show_progress=False, ground_truth=ground_truth,
-                         fuzzy_threshold=fuzzy_threshold or None, **kwargs)
+    res = metric.compute(**inputs, per_example=True, show_progress=False, ground_truth=ground_truth,
+                         fuzzy_threshold=fuzzy_threshold or None)
     return explain(res["examples"][0], prediction, metric)
 
 
 def score_ui(source, layout, grid, text, prediction, reference, config, ground_truth, fuzzy):
-    import gradio as gr
-
-    from d2t_metrics.spaces import error_html, read_table
-
-    try:
-        table = read_table(source, layout, grid, text)
-        return score(table, prediction, reference, config, ground_truth, float(fuzzy) if fuzzy else None)
-    except (ValueError, OSError) as e:
-        gr.Warning(str(e))
-        return error_html(str(e))
+    return score_table_input(score, (source, layout, grid, text), prediction, reference, config, ground_truth,
+                             float(fuzzy) if fuzzy else None)
 
 
 def build_demo():
-    import gradio as gr
-
-    from d2t_metrics.spaces import example_values, table_input
+    import gradio as gr  # lazy: gradio, only to build the demo
 
     configs = available_configs()
     note = ("Learned extractors found: " + ", ".join(f"`{c}`" for c in configs[:-1]) + "." if len(configs) > 1
@@ -234,22 +218,16 @@ def build_demo():
             "truth also has, the share with the same object is the accuracy (Goodrich et al., KDD 2019). "
             f"Green: supported; red: contradicted; grey: unverifiable; orange: ground-truth facts not stated. {note}"
         )
-        with gr.Row():
-            with gr.Column():
-                table = table_input(EXAMPLES[0][0], label="Table")
-                prediction = gr.Textbox(label="Generated text", lines=3, value=EXAMPLES[0][1])
-                reference = gr.Textbox(label="Reference text(s), one per line (optional)", lines=2, value=EXAMPLES[0][2])
-                with gr.Row():
-                    config = gr.Radio(configs, value=configs[0], label="Extractor")
-                    ground_truth = gr.Radio(["table", "references"], value="table", label="Ground truth")
-                fuzzy = gr.Slider(0.0, 1.0, value=FUZZY_THRESHOLD, step=0.05, label="Fuzzy matching threshold (0 = exact after normalization)")
-                button = gr.Button("Score", variant="primary")
-            with gr.Column():
-                output = gr.HTML(label="Facts")
-        options = [prediction, reference, config, ground_truth, fuzzy]
-        button.click(score_ui, inputs=[*table.inputs, *options], outputs=output)
+        with metric_page(EXAMPLES[0][0], EXAMPLES[0][1], results_label="Facts") as page:
+            reference = gr.Textbox(label="Reference text(s), one per line (optional)", lines=2, value=EXAMPLES[0][2])
+            with gr.Row():
+                config = gr.Radio(configs, value=configs[0], label="Extractor")
+                ground_truth = gr.Radio(["table", "references"], value="table", label="Ground truth")
+            fuzzy = gr.Slider(0.0, 1.0, value=FUZZY_THRESHOLD, step=0.05, label="Fuzzy matching threshold (0 = exact after normalization)")
+        options = [page.text, reference, config, ground_truth, fuzzy]
+        page.button.click(score_ui, inputs=[*page.table.inputs, *options], outputs=page.output)
         gr.Examples([example_values(e[0]) + [e[1], e[2], configs[0], "table", FUZZY_THRESHOLD] for e in EXAMPLES],
-                    inputs=[*table.example_inputs, *options], example_labels=["WebNLG triples", "E2E MR", "numbers with units"])
+                    inputs=[*page.table.example_inputs, *options], example_labels=["WebNLG triples", "E2E MR", "numbers with units"])
     return demo
 
 

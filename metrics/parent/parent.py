@@ -1,31 +1,23 @@
 """PARENT: Precision And Recall of Entailed N-grams from the Table (Dhingra et al., ACL 2019)."""
 
-from itertools import repeat
-
 import datasets
 import evaluate
 
 from d2t_metrics.inputs import REFERENCES
 from d2t_metrics.inputs import TABLE
 from d2t_metrics.inputs import TEXT
-from d2t_metrics.inputs import CheckedInputs
-from d2t_metrics.inputs import as_list
-from d2t_metrics.inputs import check_encoded
-from d2t_metrics.inputs import check_references
-from d2t_metrics.inputs import check_text
-from d2t_metrics.inputs import check_texts
-from d2t_metrics.tables import short_repr
+from d2t_metrics.metric import D2TMetric
 from d2t_metrics.tokenize import MemoTokenizer
 
-from .cooccurrence import load_counts
+from .counts import load_counts
 from .scoring import COOCCURRENCE
 from .scoring import DEFAULT_MAX_ORDER
 from .scoring import DEFAULT_SMOOTHING
 from .scoring import OVERLAP
 from .scoring import corpus_scores
 from .scoring import parent_tokenized
-from .table_tokens import encode_token_table
 from .table_tokens import to_token_tables
+from .tokenized import checked_columns
 
 _CITATION = """\
 @inproceedings{dhingra-etal-2019-handling,
@@ -70,7 +62,7 @@ Args:
     max_order (`int`): longest n-gram; default 4.
     entailment (`str`): "overlap" (PARENT-W, default) or "cooccurrence" (PARENT-C).
     cooccurrence_counts (`str` or `dict`): counts JSON for PARENT-C (learn with
-        `python -m metrics.parent.cooccurrence`).
+        `python -m training.parent.cooccurrence`).
     tokenizer (`str` or callable): "nltk" (default: nltk.word_tokenize(
         text.lower(), preserve_line=True), the Treebank tokenizer the paper's
         WebNLG correlations and the reference's golden values were made with;
@@ -132,49 +124,8 @@ Examples:
 """
 
 
-def _is_token_list(obj) -> bool:
-    return isinstance(obj, (list, tuple)) and all(map(isinstance, obj, repeat(str)))
-
-
-def _normalize_inputs(predictions, references, offset=0):
-    """Check predictions and references and bring references to one list per example.
-
-    Raises ValueError naming the example index. Predictions are all strings
-    (raw mode) or all token lists (pre-tokenized mode).
-    """
-    predictions = as_list(predictions, "predictions")
-    tokenized = bool(predictions) and isinstance(predictions[0], (list, tuple))
-    if not tokenized:
-        predictions = check_texts(predictions, "predictions", offset=offset)
-        return predictions, check_references(references, len(predictions), offset=offset), False
-    references = as_list(references, "references")
-    if len(references) != len(predictions):
-        raise ValueError(f"got {len(predictions)} predictions but {len(references)} references; pass exactly one entry per prediction")
-    out_refs = []
-    for i, (pred, refs) in enumerate(zip(predictions, references)):
-        i += offset
-        if not _is_token_list(pred):
-            raise ValueError(f"example {i}: prediction must be a list of token strings like the others, got {short_repr(pred)}")
-        for token in pred:
-            check_text(token, "prediction token", i)
-        if refs is None:
-            raise ValueError(f"example {i}: reference is None")
-        if _is_token_list(refs) and (not refs or isinstance(refs[0], str)):
-            refs = [refs]  # one tokenized reference
-        refs = list(refs)
-        if not refs:
-            raise ValueError(f"example {i}: no reference given")
-        for r in refs:
-            if not _is_token_list(r):
-                raise ValueError(f"example {i}: a tokenized reference must be a list of strings, got {short_repr(r)}")
-            for token in r:
-                check_text(token, "reference token", i)
-        out_refs.append([list(r) for r in refs])
-    return [list(p) for p in predictions], out_refs, True
-
-
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class Parent(CheckedInputs, evaluate.Metric):
+class Parent(D2TMetric):
     """PARENT-W / PARENT-C with exact parity to the reference implementation."""
 
     INPUTS = {"predictions": TEXT, "references": REFERENCES, "tables": TABLE}
@@ -208,22 +159,7 @@ class Parent(CheckedInputs, evaluate.Metric):
 
     def _checked_columns(self, given, offset):
         # Pre-tokenized predictions, references and tables are PARENT's own forms.
-        predictions, references, _ = _normalize_inputs(given.get("predictions"), given.get("references"), offset)
-        tables = as_list(given.get("tables"), "tables") if given.get("tables") is not None else None
-        if tables is None:
-            raise ValueError("tables is None; PARENT needs one table per prediction (tables=...)")
-        if len(tables) != len(predictions):
-            raise ValueError(f"got {len(predictions)} predictions but {len(tables)} tables; pass exactly one table per prediction")
-        encoded, memo = [], {}
-        for i, table in enumerate(tables):
-            if isinstance(table, str) and table in memo:  # one input table, many systems' outputs
-                encoded.append(memo[table])
-                continue
-            value = check_encoded(encode_token_table(table, offset + i), "table", offset + i)
-            if isinstance(table, str):
-                memo[table] = value
-            encoded.append(value)
-        return {"predictions": predictions, "references": references, "tables": encoded}
+        return checked_columns(given, offset)
 
     def _compute(
         self,

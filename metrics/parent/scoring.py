@@ -51,7 +51,7 @@ import os
 from collections import Counter, defaultdict
 from itertools import compress, count, repeat
 from operator import add, mul
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 OVERLAP = "overlap"
 COOCCURRENCE = "cooccurrence"
@@ -232,6 +232,16 @@ class _TextInfo:
         self.mention = 0.0
 
 
+def _cached(cache: Dict[Tuple[Tuple[int, ...], int], _TextInfo], build: Callable[[Tuple[int, ...], int], _TextInfo],
+            ids: Tuple[int, ...], t: int) -> _TextInfo:
+    """``cache[(ids, t)]``, built by ``build(ids, t)`` the first time."""
+    key = (ids, t)
+    info = cache.get(key)
+    if info is None:
+        info = cache[key] = build(ids, t)
+    return info
+
+
 class _Worker:
     """Scores examples of a :class:`_Prepared`, caching per (text, table) statistics."""
 
@@ -317,10 +327,14 @@ class _Worker:
         return out
 
     def prediction(self, ids: Tuple[int, ...], t: int) -> _TextInfo:
-        key = (ids, t)
-        info = self.pred_cache.get(key)
-        if info is not None:
-            return info
+        """A prediction's n-grams against table ``t``, computed once per (text, table)."""
+        return _cached(self.pred_cache, self._prediction_info, ids, t)
+
+    def reference(self, ids: Tuple[int, ...], t: int) -> _TextInfo:
+        """A reference's n-grams against table ``t``, computed once per (text, table)."""
+        return _cached(self.ref_cache, self._reference_info, ids, t)
+
+    def _prediction_info(self, ids: Tuple[int, ...], t: int) -> _TextInfo:
         info = _TextInfo()
         orders = []
         for keys, acc, scale in self._ngrams(ids, t):
@@ -333,14 +347,9 @@ class _Worker:
             orders.append((copies, weight_of, scale, sum(acc), len(keys)))
         info.orders = orders
         info.mention = self._mention(ids, t)
-        self.pred_cache[key] = info
         return info
 
-    def reference(self, ids: Tuple[int, ...], t: int) -> _TextInfo:
-        key = (ids, t)
-        info = self.ref_cache.get(key)
-        if info is not None:
-            return info
+    def _reference_info(self, ids: Tuple[int, ...], t: int) -> _TextInfo:
         info = _TextInfo()
         every = set()
         denom = []
@@ -353,7 +362,6 @@ class _Worker:
         info.keys = every
         info.denom = denom
         info.mention = self._mention(ids, t) if self.prep.lambda_weight is None else 0.0
-        self.ref_cache[key] = info
         return info
 
     # -- per pair and per example --------------------------------------------
@@ -476,7 +484,7 @@ def _score_all(prep: _Prepared, show_progress: bool = False) -> List[tuple]:
     worker = _Worker(prep)
     indices = range(len(prep.examples))
     if show_progress and len(indices) >= PROGRESS_MIN_EXAMPLES:
-        from d2t_metrics.models import progress
+        from d2t_metrics.hub import progress
 
         indices = progress(indices, total=len(indices), desc="PARENT")
     return [worker.example(i) for i in indices]

@@ -78,7 +78,7 @@ def discover_metrics() -> List[str]:
     folder = metrics_dir()
     if folder is None:
         return []
-    from d2t_metrics.cli import available_metrics
+    from d2t_metrics.runner import available_metrics
 
     names = available_metrics(folder)
     order = {name: i for i, name in enumerate(KNOWN)}
@@ -155,7 +155,7 @@ _LOAD_LOCK = threading.Lock()
 
 
 def _unavailable_reason(error: BaseException) -> Optional[str]:
-    from d2t_metrics.models import ModelNotAvailableError
+    from d2t_metrics.hub import ModelNotAvailableError
 
     if isinstance(error, ModelNotAvailableError):
         return f"its model is not available: {error}"
@@ -181,7 +181,7 @@ def load_metric(name: str) -> Loaded:
 
 
 def _load(name: str) -> Loaded:
-    from d2t_metrics.cli import load_metric_class
+    from d2t_metrics.runner import load_metric_class
     from d2t_metrics.spaces import model_candidates
 
     info = KNOWN.get(name, {})
@@ -225,7 +225,7 @@ def _load(name: str) -> Loaded:
 
 
 def _corpus(predictions, references, tables):
-    from d2t_metrics.cli import Corpus
+    from d2t_metrics.runner import Corpus
 
     n = len(predictions)
     lines = list(range(1, n + 1))
@@ -245,7 +245,7 @@ def score_example(table: Any, prediction: str, reference: Optional[str] = None, 
     table raises ``ValueError`` before any metric runs.
     """
     from d2t_metrics import parse_table
-    from d2t_metrics.cli import Skip, build_compute_kwargs, corpus_scores
+    from d2t_metrics.runner import Skip, build_compute_kwargs, corpus_scores
 
     parse_table(table)
     if not str(prediction or "").strip():
@@ -334,7 +334,7 @@ def score_file(path: str, out_dir: Optional[str] = None, metrics: Optional[List[
     [[metric, score, value], ...], "notes": [...]}``. A bad file raises
     ``ValueError`` with the command line's message (file, line).
     """
-    from d2t_metrics.cli import MetricRun, Skip, UsageError, build_compute_kwargs, corpus_scores, decode_utf8, parse_corpus, with_line_numbers, write_output
+    from d2t_metrics.runner import MetricRun, Skip, UsageError, build_compute_kwargs, corpus_scores, decode_utf8, parse_corpus, with_line_numbers, write_output
 
     if not path:
         raise ValueError("upload a JSONL file first")

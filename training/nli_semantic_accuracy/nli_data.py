@@ -47,6 +47,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from d2t_metrics.datasets import load_e2e_csv
+from d2t_metrics.datasets import load_webnlg_xml
 from d2t_metrics.normalize import normalize_entity
 from d2t_metrics.tables import Triple
 from d2t_metrics.verbalize import Verbalizer
@@ -454,8 +456,6 @@ def build_pairs(
 ):
     """``(train_pairs, dev_pairs)``; dev holds out whole WebNLG entries / E2E MRs,
     plus SICK TEST and RTE test sets."""
-    from d2t_metrics.datasets import load_e2e_csv, load_webnlg_xml
-
     rng = random.Random(seed)
     webnlg = load_webnlg_xml(os.path.join(shared, "data", "webnlg2017", "xml", "train"))
     verbalize = FactVerbalizer(sampled_webnlg_templates(webnlg), rng, backoff_share=backoff_share)

@@ -1,6 +1,6 @@
 """Build DAE training data: (source, hypothesis, labelled arcs) examples.
 
-``python -m metrics.dae.make_data --out /tmp/dae_data [--shared ../shared] [--max-pairs 30000]``
+``python -m training.dae.make_data --out /tmp/dae_data [--shared ../shared] [--max-pairs 30000]``
 
 Two routes, both from the paper (Goyal & Durrett, 2020, §4 and §5.3):
 
@@ -57,10 +57,14 @@ import os
 import random
 import re
 import sys
+import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from typing import Dict, Iterable, List, Optional, Protocol, Sequence, Set, Tuple
 
-from .arcs import Arc, arc_keys, doc_arcs, load_spacy
+from d2t_metrics.datasets import load_e2e_csv
+from d2t_metrics.datasets import load_webnlg_xml
+from d2t_metrics.datasets import shared_dir
+from metrics.dae.arcs import Arc, arc_keys, doc_arcs, load_spacy
 
 # Dependents whose whole subtree can go without changing what the rest says.
 DELETABLE = ("amod", "advmod", "prep", "advcl", "appos", "relcl", "acl", "npadvmod", "conj", "nummod", "compound", "poss")
@@ -421,8 +425,6 @@ def load_squad_paragraphs(shared: str) -> List[str]:
 
 
 def load_webnlg_groups(shared: str) -> List[List[str]]:
-    from d2t_metrics.datasets import load_webnlg_xml
-
     root = os.path.join(shared, "data", "webnlg2017", "xml", "train")
     groups = []
     for dirpath, _, files in os.walk(root):
@@ -436,8 +438,6 @@ def load_webnlg_groups(shared: str) -> List[List[str]]:
 
 
 def load_e2e_refs(shared: str) -> List[str]:
-    from d2t_metrics.datasets import load_e2e_csv
-
     return [r for ex in load_e2e_csv(os.path.join(shared, "data", "e2e", "devset.csv")) for r in ex.references]
 
 
@@ -453,8 +453,6 @@ def load_sick(shared: str) -> List[Tuple[str, str, str, str]]:
 
 
 def load_rte(shared: str) -> List[Tuple[str, str, bool]]:
-    import xml.etree.ElementTree as ET
-
     pairs = []
     for fn in ("rte1_dev.xml", "rte2_dev.xml", "rte3_dev.xml"):
         root = ET.parse(os.path.join(shared, "data", "nli", "rte", fn)).getroot()
@@ -633,8 +631,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--dev-fraction", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=13)
     args = ap.parse_args(argv)
-
-    from d2t_metrics.datasets import shared_dir
 
     shared = args.shared or shared_dir()
     if not shared:

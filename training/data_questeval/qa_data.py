@@ -20,8 +20,9 @@ no article is in both.
   the case Data-QuestEval needs it for: a text about the right entity that
   does not state the fact asked about (an omission).
 * QG pairs (:func:`qg_pairs`): (answer, context, question) where the context
-  is the sentence holding the answer plus neighbouring sentences while they
-  fit :data:`QG_CONTEXT_WORDS` words (80: with the prompt, the answer and the
+  (``metrics.data_questeval.qg.answer_context``, which the metric uses on
+  texts too) is the sentence holding the answer plus neighbouring sentences
+  while they fit ``QG_CONTEXT_WORDS`` words (80: with the prompt, the answer and the
   question a training sequence stays within ~160 generator tokens; a longer
   answer sentence is cut to the words around the answer). At inference
   QuestEval passes whole texts, which for data-to-text outputs are short.
@@ -32,16 +33,17 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from .qa import normalize_answer
+from metrics.data_questeval.qa import normalize_answer
+from metrics.data_questeval.qg import QG_CONTEXT_WORDS
+from metrics.data_questeval.qg import answer_context
+from metrics.data_questeval.qg import sentence_spans
 
 TRAIN_FILE = os.path.join("data", "squad", "dev-v1.1.json")
 HELDOUT_FILE = os.path.join("data", "squad", "test-v1.1.json")
 UNANSWERABLE_RATIO = 0.5
-QG_CONTEXT_WORDS = 80
 
 
 @dataclass
@@ -161,63 +163,6 @@ def add_unanswerable(examples: Sequence[QAExample], ratio: float = UNANSWERABLE_
     out = list(examples) + negatives
     rng.shuffle(out)
     return out
-
-
-# ---------------------------------------------------------------- QG contexts
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
-
-
-def sentence_spans(text: str) -> List[Tuple[int, int]]:
-    """Character spans of the sentences of ``text`` (a break after ``.``, ``!``
-    or ``?`` and whitespace, before a capital or a digit)."""
-    spans, start = [], 0
-    for m in _SENTENCE_END.finditer(text):
-        spans.append((start, m.start()))
-        start = m.end()
-    spans.append((start, len(text)))
-    return [(s, e) for s, e in spans if text[s:e].strip()]
-
-
-def _words_in(text: str) -> int:
-    return len(text.split())
-
-
-def answer_context(context: str, answer_start: int, answer_end: int, max_words: int = QG_CONTEXT_WORDS) -> str:
-    """The sentence(s) holding the answer, grown by whole neighbouring sentences
-    (before, after, alternately) while within ``max_words``; an answer
-    sentence longer than that is cut to ``max_words`` words around the answer."""
-    spans = sentence_spans(context)
-    if not spans:
-        return context.strip()
-    inside = [k for k, (s, e) in enumerate(spans) if e > answer_start and s < answer_end] or [0]
-    lo, hi = inside[0], inside[-1]
-    text = context[spans[lo][0]: spans[hi][1]]
-    if _words_in(text) > max_words:
-        return _cut_around(context, spans[lo][0], spans[hi][1], answer_start, answer_end, max_words)
-    grew = True
-    while grew:
-        grew = False
-        for k in (lo - 1, hi + 1):
-            if 0 <= k < len(spans):
-                s, e = min(spans[lo][0], spans[k][0]), max(spans[hi][1], spans[k][1])
-                if _words_in(context[s:e]) <= max_words:
-                    lo, hi = min(lo, k), max(hi, k)
-                    grew = True
-    return context[spans[lo][0]: spans[hi][1]].strip()
-
-
-def _cut_around(context: str, start: int, end: int, answer_start: int, answer_end: int, max_words: int) -> str:
-    words = [(m.start() + start, m.end() + start) for m in re.finditer(r"\S+", context[start:end])]
-    first = next((k for k, (s, e) in enumerate(words) if e > answer_start), 0)
-    last = max(first, next((k for k in range(len(words) - 1, -1, -1) if words[k][0] < answer_end), first))
-    if last - first + 1 >= max_words:  # the answer alone fills the budget: it keeps its start
-        lo, hi = first, min(len(words) - 1, first + max_words - 1)
-    else:  # centre the answer in the budget, shifted where the sentence ends
-        lo = max(0, first - (max_words - (last - first + 1)) // 2)
-        hi = min(len(words) - 1, lo + max_words - 1)
-        lo = max(0, hi - max_words + 1)
-    return context[words[lo][0]: words[hi][1]]
 
 
 @dataclass

@@ -2,17 +2,17 @@
 
     # the end-to-end text-to-triples extractor: the shared small generator
     # (d2t_metrics.generator, SmolLM2-135M-Instruct + LoRA) trained on WebNLG 2017 train in reverse
-    python -m metrics.fact_accuracy.train triples --out checkpoints/fact_accuracy/triples
+    python -m training.fact_accuracy.train triples --out checkpoints/fact_accuracy/triples
 
     # the relation classifier over entity pairs (MiniLM + LoRA), distant supervision on WebNLG 2017 train
-    python -m metrics.fact_accuracy.train relations --out checkpoints/fact_accuracy/relations
+    python -m training.fact_accuracy.train relations --out checkpoints/fact_accuracy/relations
 
 Both take ``--seed`` and are resumable: the run's state is saved every
 ``--save-every`` steps to ``OUT.work/`` and a rerun with the same arguments
 goes on from there (``--max-minutes`` stops a run cleanly for that). The
 data default to ``../shared/data/webnlg2017/xml/train`` (``--data``).
 
-``relations`` builds its examples with ``relations.build_examples`` (sentences
+``relations`` builds its examples with ``relation_data.build_examples`` (sentences
 of the train lexicalizations, each pair of a triple's subject and object
 labelled with the predicate, ``--negatives`` "none" pairs per positive,
 predicates with fewer than ``--min-examples`` positives dropped), keeps them
@@ -39,25 +39,37 @@ import shlex
 import sys
 import time
 
+import torch
+import transformers
+
+from d2t_metrics.bases import resolve_base
+from d2t_metrics.checkpoints import apply_lora
+from d2t_metrics.checkpoints import checkpoint_size
+from d2t_metrics.checkpoints import save_checkpoint
+from d2t_metrics.checkpoints import warm_start
+from d2t_metrics.datasets import load_webnlg_xml
+from d2t_metrics.datasets import shared_dir
+from d2t_metrics.generator import _time_budget_callback
+from d2t_metrics.generator import last_trainer_checkpoint
+from d2t_metrics.generator import train_generator
+from d2t_metrics.hub import hub_offline
+from d2t_metrics.hub import quiet_loading
+from d2t_metrics.hub import resolve_model_name
+from metrics.fact_accuracy import relations as rel
+from training.fact_accuracy.relation_data import build_examples
+from training.fact_accuracy.relation_data import relation_scores
+from training.fact_accuracy.triples_data import training_pairs
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+ROOT = os.path.dirname(os.path.dirname(HERE))  # the repository root, where recipes' paths are relative to
 
 
 def _default_data(split: str) -> str:
-    from d2t_metrics.datasets import shared_dir
-
     shared = shared_dir()
     return os.path.join(shared, "data", "webnlg2017", "xml", split) if shared else ""
 
 
 def train_triples(args, command: str) -> dict:
-    from d2t_metrics.datasets import load_webnlg_xml
-    from d2t_metrics.generator import train_generator
-
-    from metrics.fact_accuracy.text_to_triples import training_pairs
-
     entries = load_webnlg_xml(args.data)
     if args.max_entries:
         entries = entries[: args.max_entries]
@@ -82,10 +94,6 @@ MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024
 def _relation_data(args, work_dir: str) -> dict:
     """The relation examples (train, dev) and labels, built once and kept in
     ``OUT.work/relation_data.json``: a resumed run trains on the very same data."""
-    from d2t_metrics.datasets import load_webnlg_xml
-
-    from metrics.fact_accuracy import relations as rel
-
     key = {"data": os.path.abspath(args.data), "dev": os.path.abspath(args.dev), "max_entries": args.max_entries,
            "negatives": args.negatives, "min_examples": args.min_examples, "max_dev": args.max_dev, "seed": args.seed,
            "max_candidates": rel.MAX_CANDIDATES, "max_pairs": rel.MAX_PAIRS, "format": 1}
@@ -99,10 +107,10 @@ def _relation_data(args, work_dir: str) -> dict:
     entries = load_webnlg_xml(args.data)
     if args.max_entries:
         entries = entries[: args.max_entries]
-    train, labels, stats = rel.build_examples(entries, nlp, negative_ratio=args.negatives, min_examples=args.min_examples, seed=args.seed)
+    train, labels, stats = build_examples(entries, nlp, negative_ratio=args.negatives, min_examples=args.min_examples, seed=args.seed)
     if len(labels) < 2:
         raise ValueError(f"no predicate has --min-examples {args.min_examples} positive examples in {args.data}")
-    dev, _, dev_stats = rel.build_examples(load_webnlg_xml(args.dev), nlp, labels=labels, negative_ratio=args.negatives, seed=args.seed)
+    dev, _, dev_stats = build_examples(load_webnlg_xml(args.dev), nlp, labels=labels, negative_ratio=args.negatives, seed=args.seed)
     if args.max_dev:
         dev = dev[: args.max_dev]  # build_examples shuffled them: a random sample
     data = {"key": key, "train": train, "dev": dev, "labels": labels, "stats": stats, "dev_stats": dev_stats}
@@ -115,29 +123,23 @@ def _relation_data(args, work_dir: str) -> dict:
 
 def _check_markers(tokenizer) -> None:
     """The pair markers must be single known tokens of the base (no new embeddings are trained)."""
-    from metrics.fact_accuracy.relations import OBJECT_MARKERS, SUBJECT_MARKERS
-
-    for marker in dict.fromkeys(SUBJECT_MARKERS + OBJECT_MARKERS):
+    for marker in dict.fromkeys(rel.SUBJECT_MARKERS + rel.OBJECT_MARKERS):
         ids = tokenizer(marker, add_special_tokens=False)["input_ids"]
         if len(ids) != 1 or ids[0] == tokenizer.unk_token_id:
             raise ValueError(f"the base's tokenizer has no token for the pair marker {marker!r}; choose a BERT-style base")
 
 
 def _encoded_rows(tokenizer, examples, labels, max_length: int):
-    from metrics.fact_accuracy.relations import encode
-
     label_ids = {label: i for i, label in enumerate(labels)}
-    ids = encode(tokenizer, [(e["text"], e["lo"], e["hi"]) for e in examples], max_length)
+    ids = rel.encode(tokenizer, [(e["text"], e["lo"], e["hi"]) for e in examples], max_length)
     return [{"input_ids": x, "attention_mask": [1] * len(x), "labels": label_ids[e["label"]]} for x, e in zip(ids, examples) if x is not None]
 
 
 def _dev_scores(model, tokenizer, examples, labels, max_length: int, show_progress: bool) -> dict:
-    from metrics.fact_accuracy.relations import classify, encode, relation_scores
-
-    ids = encode(tokenizer, [(e["text"], e["lo"], e["hi"]) for e in examples], max_length)
+    ids = rel.encode(tokenizer, [(e["text"], e["lo"], e["hi"]) for e in examples], max_length)
     kept = [(x, e) for x, e in zip(ids, examples) if x is not None]
     model.eval()
-    probs = classify(model, tokenizer, [x for x, _ in kept], batch_size=64, show_progress=show_progress, desc="dev")
+    probs = rel.classify(model, tokenizer, [x for x, _ in kept], batch_size=64, show_progress=show_progress, desc="dev")
     predicted = [labels[max(range(len(p)), key=p.__getitem__)] for p in probs]
     scores = relation_scores([e["label"] for _, e in kept], predicted)
     scores["pairs_not_fitting"] = len(examples) - len(kept)
@@ -177,15 +179,6 @@ Data: WebNLG 2017 (CC BY-NC-SA 4.0).
 
 
 def train_relations(args, command: str) -> dict:
-    import torch
-    import transformers
-
-    from d2t_metrics.checkpoints import apply_lora, checkpoint_size, resolve_base, save_checkpoint, warm_start
-    from d2t_metrics.generator import _time_budget_callback, last_trainer_checkpoint
-    from d2t_metrics.models import hub_offline, quiet_loading, resolve_model_name
-
-    from metrics.fact_accuracy import relations as rel
-
     start = time.time()
     work_dir = args.out.rstrip("/") + ".work"
     data = _relation_data(args, work_dir)
@@ -282,7 +275,7 @@ def _check_relation_args(ap, args) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m metrics.fact_accuracy.train", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m training.fact_accuracy.train", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     t = sub.add_parser("triples", help="the end-to-end text-to-triples generator")
     t.add_argument("--base", default="HuggingFaceTB/SmolLM2-135M-Instruct")
@@ -325,11 +318,9 @@ def main(argv=None) -> int:
     elif not 0 <= args.listed_share <= 1 or not 0 <= args.lowercase_share <= 1 or args.distractors < 0:
         ap.error("--listed-share and --lowercase-share must be in [0, 1] and --distractors >= 0")
     if args.threads:
-        import torch
-
         torch.set_num_threads(args.threads)
     start = time.time()
-    command = shlex.join(["python", "-m", "metrics.fact_accuracy.train"] + list(sys.argv[1:] if argv is None else argv))
+    command = shlex.join(["python", "-m", "training.fact_accuracy.train"] + list(sys.argv[1:] if argv is None else argv))
     if args.command == "triples":
         log = train_triples(args, command)
     else:

@@ -44,15 +44,17 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .qa import normalize_answer
-from .qa import squad_f1
-from .qa_data import QAExample
-from .qa_data import QGPair
-from .qa_data import add_unanswerable
-from .qa_data import may_still_answer
-from .qa_data import without_answer
-from .qg import TableValue
-from .qg import table_values
+from d2t_metrics.linearize import linearize
+from d2t_metrics.linearize import to_ascii
+from metrics.data_questeval.qa import normalize_answer
+from metrics.data_questeval.qa import squad_f1
+from metrics.data_questeval.qg import TableValue
+from metrics.data_questeval.qg import table_values
+from training.data_questeval.qa_data import QAExample
+from training.data_questeval.qa_data import QGPair
+from training.data_questeval.qa_data import add_unanswerable
+from training.data_questeval.qa_data import may_still_answer
+from training.data_questeval.qa_data import without_answer
 
 F1_THRESHOLD = 0.5
 MAX_ANSWERS_PER_TEXT = 4
@@ -64,8 +66,6 @@ CORPUS_TEXT_SOURCE = "webnlg-synthetic-text"
 def _ascii_with_positions(text: str) -> Tuple[str, List[int]]:
     """``text`` transliterated to ASCII as the linearization does (``Suárez`` →
     ``Suarez``), and for each character of the result the index of the character it came from."""
-    from d2t_metrics.linearize import to_ascii
-
     if text.isascii():
         return text, list(range(len(text)))
     chars, positions = [], []
@@ -395,7 +395,7 @@ def webnlg_items(entries: Sequence, max_texts: int = 0, seed: int = 13, dev_frac
     a seeded sample of ``max_texts`` of them (0: all), each with one seeded
     lexicalization and its table linearized by ``d2t_metrics.linearize.linearize``."""
     if linearize_fn is None:
-        from d2t_metrics.linearize import linearize as linearize_fn
+        linearize_fn = linearize
     rng = random.Random(seed)
     order = list(range(len(entries)))
     rng.shuffle(order)

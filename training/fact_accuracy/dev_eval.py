@@ -1,14 +1,14 @@
 """Precision, recall and F1 of a fact extractor against the gold triples of
 WebNLG 2017 lexicalizations (the measure of the paper's Table 3, on WebNLG).
 
-    python -m metrics.fact_accuracy.dev_eval --extractor end_to_end|relations|openie \\
+    python -m training.fact_accuracy.dev_eval --extractor end_to_end|relations|openie \\
         [--model PATH] [--data ../shared/data/webnlg2017/xml/dev] [--limit N] \\
         [--batch-size 32] [--fuzzy-threshold T] [--no-tables] [--tokenized-lowercase] [--no-restore-form] [--device cpu]
 
 Every lexicalization of every entry is one text; its gold facts are the
 entry's (modified) triples. A predicted fact is correct when a gold triple
 has its subject, relation and object, compared with the metric's matcher
-(``matching.Matcher``: normalized strings, dates, numbers with units, the
+(``metrics.fact_accuracy.matching.Matcher``: normalized strings, dates, numbers with units, the
 relation through the schema); a fact predicted twice for one text counts
 once. Precision = correct / predicted, recall = gold triples found / gold
 triples, pooled over all texts (micro); F1 their harmonic mean. The table
@@ -23,16 +23,24 @@ Prints one JSON object; ``extractor_prf`` is the same for benchmarks.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
-import sys
+import random
 import time
 from typing import Any, Dict, Optional, Sequence
 
+from d2t_metrics.datasets import load_webnlg_xml
+from d2t_metrics.datasets import shared_dir
+# the module, not its names: tests replace extractors.load_extractor
+from metrics.fact_accuracy import extractors
+from metrics.fact_accuracy.matching import DEFAULT_FUZZY_THRESHOLD
+from metrics.fact_accuracy.matching import Matcher
+from metrics.fact_accuracy.matching import score_facts
+from training.fact_accuracy.triples_data import tokenized_lowercase
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+ROOT = os.path.dirname(os.path.dirname(HERE))  # the repository root, where the report's paths are relative to
 
 
 def _prf(correct: int, predicted: int, found: int, gold: int) -> Dict[str, Any]:
@@ -49,10 +57,6 @@ def extractor_prf(extractor, entries: Sequence, matcher=None, use_tables: bool =
     (``d2t_metrics.datasets.WebNLGEntry``; the first ``limit`` entries when
     given). Returns the pooled figures, the counts, the same per triple-set
     size (``by_size``), ``texts`` and ``seconds`` (extraction time)."""
-    from metrics.fact_accuracy.extractors import table_facts
-    from metrics.fact_accuracy.matching import Matcher
-    from metrics.fact_accuracy.matching import score_facts
-
     matcher = matcher or Matcher()
     entries = list(entries)[:limit] if limit else list(entries)
     texts, tables, sizes = [], [], []
@@ -68,7 +72,7 @@ def extractor_prf(extractor, entries: Sequence, matcher=None, use_tables: bool =
     seconds = time.perf_counter() - start
     totals: Dict[Any, list] = {}
     for facts, table, size in zip(predicted, tables, sizes):
-        s = score_facts(facts, table_facts(table), matcher)
+        s = score_facts(facts, extractors.table_facts(table), matcher)
         for key in ("all", size):
             t = totals.setdefault(key, [0, 0, 0, 0])
             t[0] += s["num_supported"]
@@ -87,18 +91,13 @@ def _threshold_or_none(value: str) -> Optional[float]:
 
 
 def _default_data() -> str:
-    from d2t_metrics.datasets import shared_dir
-
     shared = shared_dir()
     return os.path.join(shared, "data", "webnlg2017", "xml", "dev") if shared else ""
 
 
 def main(argv=None) -> int:
-    from metrics.fact_accuracy.extractors import EXTRACTORS
-    from metrics.fact_accuracy.matching import DEFAULT_FUZZY_THRESHOLD
-
-    ap = argparse.ArgumentParser(prog="python -m metrics.fact_accuracy.dev_eval", description=__doc__.split("\n")[0])
-    ap.add_argument("--extractor", required=True, choices=EXTRACTORS)
+    ap = argparse.ArgumentParser(prog="python -m training.fact_accuracy.dev_eval", description=__doc__.split("\n")[0])
+    ap.add_argument("--extractor", required=True, choices=extractors.EXTRACTORS)
     ap.add_argument("--model", default=None, help="checkpoint folder (default: checkpoints/fact_accuracy/<triples|relations>)")
     ap.add_argument("--data", default=_default_data(), help="WebNLG 2017 XML file or folder (default: ../shared/data/webnlg2017/xml/dev)")
     ap.add_argument("--limit", type=int, default=0, help="use the first N entries only (0: all)")
@@ -122,35 +121,23 @@ def main(argv=None) -> int:
     if args.batch_size < 1 or args.limit < 0 or args.sample < 0:
         ap.error("--batch-size must be >= 1, --limit and --sample >= 0")
     if args.threads:
-        import torch
+        import torch  # lazy: torch, only to set --threads
 
         torch.set_num_threads(args.threads)
-    from d2t_metrics.datasets import load_webnlg_xml
-
-    from metrics.fact_accuracy.extractors import load_extractor
-    from metrics.fact_accuracy.extractors import resolve_model_path
-    from metrics.fact_accuracy.matching import Matcher
-
     try:
         matcher = Matcher(args.fuzzy_threshold)
     except ValueError as e:
         ap.error(str(e))
     entries = load_webnlg_xml(args.data)
     if args.sample and args.sample < len(entries):
-        import random
-
         entries = random.Random(args.seed).sample(entries, args.sample)
     if args.tokenized_lowercase:
-        import dataclasses
-
-        from metrics.fact_accuracy.text_to_triples import tokenized_lowercase
-
         entries = [dataclasses.replace(e, lexicalizations=[tokenized_lowercase(t) for t in e.lexicalizations]) for e in entries]
-    extractor = load_extractor(args.extractor, model=args.model, device=args.device, batch_size=args.batch_size,
+    extractor = extractors.load_extractor(args.extractor, model=args.model, device=args.device, batch_size=args.batch_size,
                                restore_form=not args.no_restore_form)
     result = extractor_prf(extractor, entries, matcher, use_tables=not args.no_tables, show_progress=args.progress,
                            limit=args.limit or None)
-    model = None if args.extractor == "openie" else resolve_model_path(args.model, args.extractor)
+    model = None if args.extractor == "openie" else extractors.resolve_model_path(args.model, args.extractor)
     report = {"extractor": args.extractor, "model": os.path.relpath(model, ROOT) if model and os.path.isabs(model) else model,
               "data": os.path.relpath(args.data, ROOT) if os.path.isabs(args.data) else args.data,
               "sample": args.sample or None, "seed": args.seed if args.sample else None,

@@ -1,0 +1,212 @@
+"""One Data-QuestEval compute call: questions generated on every text and table, all
+answered in a few batched model calls, then each example's scores (QuestEval's recipe)."""
+
+import os
+
+from d2t_metrics.checkpoints import checkpoint_fingerprint
+
+from .qa import UNANSWERABLE
+from .qa import squad_f1
+from .qg import answer_context
+from .qg import table_values
+from .scoring import EXPLAIN_THRESHOLD
+from .scoring import candidate_scores
+from .scoring import mean_or_none
+from .scoring import question_score
+from .scoring import reduce_sources
+from .scoring import side_score
+from .scoring import source_score
+
+
+def model_label(path):
+    """A model's name in the signature: a hub id as it is; a local checkpoint by its folder name and
+    the fingerprint of its weights (two checkpoints both called text_qa must not share a signature)."""
+    if not isinstance(path, (str, os.PathLike)):
+        return getattr(path, "name_or_path", None) or type(path).__name__
+    path = str(path)
+    folder = os.path.expanduser(path)
+    if not os.path.isdir(folder):
+        return path
+    fingerprint = checkpoint_fingerprint(folder)
+    return os.path.basename(os.path.normpath(path)) + (f"@{fingerprint}" if fingerprint else "")
+
+
+class Run:
+    """One compute call: questions for every text and table, all answered in a
+    few batched model calls, then each example's scores."""
+
+    def __init__(self, metric, backends, batch_size, show_progress, max_answers, use_cache, questions_per_value=1,
+                 questions_per_text_answer=1):
+        self.metric, self.backends = metric, backends
+        self.batch_size, self.show_progress = int(batch_size), bool(show_progress)
+        self.max_answers, self.use_cache = int(max_answers), bool(use_cache)
+        self.per_value = {"table": int(questions_per_value), "text": int(questions_per_text_answer)}
+        self.questions_asked = 0
+
+    # questions -------------------------------------------------------------
+    def _text_answer_spans(self, texts):
+        """(answer, start, end) candidates of each text."""
+        nlp = self.metric._nlp
+        docs = nlp.pipe(texts, batch_size=64)
+        out = []
+        for doc in docs:
+            spans, seen = [], set()
+            for span in list(doc.ents) + list(doc.noun_chunks):
+                text = " ".join(span.text.split())
+                if text and text not in seen:
+                    seen.add(text)
+                    spans.append((text, span.start_char, span.end_char))
+            out.append(spans[: self.max_answers])
+        return out
+
+    def _qg_inputs(self, kind, contexts, qg):
+        """The (answer, context) pairs QG reads for each source of ``kind``."""
+        if kind == "table":
+            return [[(v.value, c) for v in table_values(c)][: self.max_answers] for c in contexts]
+        out = []
+        for context, spans in zip(contexts, self._text_answer_spans(contexts)):
+            if getattr(qg, "backend", "") == "generator":
+                # the project's QG was trained on the answer's sentences (about 80 words), not on whole documents
+                out.append([(a, answer_context(context, s, e)) for a, s, e in spans])
+            else:
+                out.append([(a, context) for a, _, _ in spans])
+        return out
+
+    def _ask(self, kind, pairs):
+        """The questions of each (answer, context) pair: a list each."""
+        qg, n = self.backends[f"{kind}_qg"], self.per_value[kind]
+        if not pairs:
+            return []
+        answers, contexts = [a for a, _ in pairs], [c for _, c in pairs]
+        if n > 1:
+            return qg.generate_alternatives(answers, contexts, n, batch_size=self.batch_size, show_progress=self.show_progress)
+        generated = qg.generate(answers, contexts, batch_size=self.batch_size, show_progress=self.show_progress)
+        return [[q.strip()] if q.strip() else [] for q in generated]
+
+    def questions(self, items):
+        """``items``: (kind, context) pairs → for each, its [(answer, question, candidate)]: the
+        questions asked about its answer candidates, each with the candidate's index."""
+        qg_of = {"table": self.backends["table_qg"], "text": self.backends["text_qg"]}
+        cache = self.metric.question_cache
+        keys = [(kind, model_label(self.metric.models[f"{kind}_qg"]), self.max_answers, self.per_value[kind], context)
+                for kind, context in items]
+        todo = {}
+        for n, (key, (kind, context)) in enumerate(zip(keys, items)):
+            if self.use_cache and (key in cache or key in todo):
+                continue
+            todo[key if self.use_cache else (n,) + key] = (kind, context)
+        found = {}
+        for kind in ("table", "text"):
+            jobs = [(k, ctx) for k, (knd, ctx) in todo.items() if knd == kind]
+            if not jobs:
+                continue
+            pairs, owners = [], []
+            for (k, _), inputs in zip(jobs, self._qg_inputs(kind, [ctx for _, ctx in jobs], qg_of[kind])):
+                for candidate, (answer, qg_context) in enumerate(inputs):
+                    pairs.append((answer, qg_context))
+                    owners.append((k, candidate))
+            for k, _ in jobs:
+                found[k] = []
+            for (k, candidate), (answer, _), questions in zip(owners, pairs, self._ask(kind, pairs)):
+                found[k].extend((answer, question, candidate) for question in questions)
+        if self.use_cache:
+            for k, v in found.items():
+                cache[k] = v
+            return [cache.get(k) if k in cache else found[k] for k in keys]
+        return [found[(n,) + k] for n, k in enumerate(keys)]
+
+    # answers ---------------------------------------------------------------
+    def answers(self, jobs):
+        """``jobs``: (qa kind, question, context) → QAResult each, one batched call per kind."""
+        results = [None] * len(jobs)
+        for kind in ("table", "text"):
+            idx = [i for i, j in enumerate(jobs) if j[0] == kind]
+            if not idx:
+                continue
+            if self.use_cache:
+                distinct = list(dict.fromkeys((jobs[i][1], jobs[i][2]) for i in idx))
+            else:
+                distinct = [(jobs[i][1], jobs[i][2]) for i in idx]
+            got = self.backends[f"{kind}_qa"].answer([q for q, _ in distinct], [c for _, c in distinct],
+                                                     batch_size=self.batch_size, show_progress=self.show_progress)
+            if self.use_cache:
+                table = dict(zip(distinct, got))
+                for i in idx:
+                    results[i] = table[(jobs[i][1], jobs[i][2])]
+            else:
+                for i, r in zip(idx, got):
+                    results[i] = r
+        return results
+
+    # scores ----------------------------------------------------------------
+    def score(self, predictions, sources, reduction):
+        # every question of every text and source, generated first
+        items = []
+        for hyp, srcs in zip(predictions, sources):
+            if hyp.strip():
+                items.append(("text", hyp))
+                items.extend(srcs)
+        asked = dict(zip(range(len(items)), self.questions(items))) if items else {}
+        # then every answer: (example, source index, side, answer, question) → QA job
+        plan, jobs, cursor = [], [], 0
+        for e, (hyp, srcs) in enumerate(zip(predictions, sources)):
+            if not hyp.strip():
+                continue
+            hyp_questions = asked[cursor]
+            cursor += 1
+            for s, (kind, context) in enumerate(srcs):
+                src_questions = asked[cursor]
+                cursor += 1
+                for answer, question, candidate in hyp_questions:  # the text's claims, answered on the source
+                    plan.append((e, s, "from_text", answer, question, candidate))
+                    jobs.append((kind, question, context))
+                for answer, question, candidate in src_questions:  # the source's facts, answered on the text
+                    plan.append((e, s, "from_source", answer, question, candidate))
+                    jobs.append(("text", question, hyp))
+        self.questions_asked = len(jobs)
+        results = self.answers(jobs)
+        unanswered = {kind: UNANSWERABLE if getattr(self.backends[f"{kind}_qa"], "backend", "") == "t5" else ""
+                      for kind in ("table", "text")}
+        pairs = [(r.answer or unanswered[job[0]], step[3]) for r, job, step in zip(results, jobs, plan)]
+        bert = self.metric._bertscore.score(pairs, show_progress=self.show_progress) if pairs else []
+
+        examples = []
+        for e, (hyp, srcs) in enumerate(zip(predictions, sources)):
+            examples.append({"sources": [{"source": _source_name(s, kind), "from_text": [], "from_source": []}
+                                         for s, (kind, _) in enumerate(srcs)]})
+        for (e, s, side, answer, question, candidate), result, b in zip(plan, results, bert):
+            f1 = squad_f1(result.answer, answer)
+            examples[e]["sources"][s][side].append({
+                "question": question, "answer": answer, "candidate": candidate, "predicted": result.answer,
+                "answerability": round(float(result.answerability), 6), "f1": round(f1, 6), "bertscore": round(b, 6),
+                "score": round(question_score(result.answerability, f1, b), 6)})
+        for e, hyp in enumerate(predictions):
+            examples[e] = _finish(examples[e], empty=not hyp.strip(), reduction=reduction)
+        return examples
+
+
+def _source_name(index, kind):
+    return "table" if kind == "table" else f"reference {index}"
+
+
+def _finish(example, empty, reduction):
+    """An example's scores from its questions' (see scoring.py)."""
+    for src in example["sources"]:
+        if empty:
+            src.update(score=0.0, precision=0.0, recall=0.0)
+            continue
+        precision, recall = side_score(src["from_text"]), side_score(src["from_source"])
+        src.update(score=source_score(precision, recall), precision=precision, recall=recall)
+    scores = [src["score"] for src in example["sources"]]
+    score = reduce_sources(scores, reduction)
+    best = max(range(len(scores)), key=scores.__getitem__)
+    table = example["sources"][0]
+    return {
+        "score": score,
+        "precision": example["sources"][best]["precision"] if reduction == "max" else mean_or_none(s["precision"] for s in example["sources"]),
+        "recall": example["sources"][best]["recall"] if reduction == "max" else mean_or_none(s["recall"] for s in example["sources"]),
+        "source": example["sources"][best]["source"] if reduction == "max" else reduction,
+        "missing": [answer for answer, score in candidate_scores(table["from_source"]) if score < EXPLAIN_THRESHOLD],
+        "unsupported": [answer for answer, score in candidate_scores(table["from_text"]) if score < EXPLAIN_THRESHOLD],
+        "sources": example["sources"],
+    }

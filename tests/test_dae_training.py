@@ -1,0 +1,167 @@
+"""DAE data creation (training/dae/make_data.py) and training (training/dae/train.py):
+auto-derived labels, augmentations, the reranking dev set, a training smoke run."""
+
+import pytest
+
+from conftest import write_dae_training_data
+from metrics.dae.arcs import ARC_FEATURES, doc_arcs, load_spacy
+from metrics.dae.model import ARC_MODEL_KIND
+
+
+@pytest.fixture(scope="session")
+def nlp():
+    return load_spacy()
+
+
+class FixedBeam:
+    def __init__(self, beam):
+        self.beam = beam
+
+    def generate(self, sentence, n):
+        return self.beam[:n]
+
+
+def test_auto_derived_labels(nlp):
+    from training.dae.make_data import auto_derived_examples
+
+    x = "The cat sat on the mat."
+    gold = "The cat was sitting on the mat."
+    beam = FixedBeam(["The cat sat on a red mat.", "The cat sat.", "The dog sat on the mat.", "The cat ate the mat."])
+    exs = auto_derived_examples(nlp, x, gold, beam.generate(x, 4), "test", bottom=2)
+    by_hyp = {e["hypothesis"]: e for e in exs}
+    assert all(a[3] == 1 for a in by_hyp[gold]["arcs"])
+    top = by_hyp["The cat sat on a red mat."]
+    words = top["words"]
+    assert all(a[3] == 1 for a in top["arcs"])  # its new arc (mat, amod, red) is unlabelled, so absent
+    assert ("mat", "amod", "red") not in {(words[a[0]], a[2], words[a[1]]) for a in top["arcs"]}
+    dog = by_hyp["The dog sat on the mat."]
+    labels = {(dog["words"][a[0]], a[2], dog["words"][a[1]]): a[3] for a in dog["arcs"]}
+    assert labels[("sat", "nsubj", "dog")] == 0 and labels[("sat", "prep:on", "mat")] == 1
+    ate = by_hyp["The cat ate the mat."]
+    labels = {(ate["words"][a[0]], a[2], ate["words"][a[1]]): a[3] for a in ate["arcs"]}
+    assert labels[("ate", "dobj", "mat")] == 0
+    assert "The cat sat." not in by_hyp  # not among the bottom 2
+
+
+def test_augmentations_label_changed_arcs(nlp):
+    import random
+
+    from training.dae.make_data import sentence_examples
+
+    sents = ["Marie Curie won the Nobel Prize in Physics in 1903 with her husband Pierre.",
+             "The river flows through the old city of Prague before it reaches the sea."]
+    exs = sentence_examples(nlp, sents * 3, "test", random.Random(0), {"NNP": ["London"], "NN": ["table"]}, ops_per_sentence=16, lowercase_rate=0.0)
+    kinds = {e["kind"] for e in exs}
+    assert {"identity", "swap-within", "hallucination"} <= kinds
+    for e in exs:
+        if e["kind"] == "identity":
+            assert e["hypothesis"] == e["source"] and all(a[3] == 1 for a in e["arcs"])
+        if e["kind"] in ("swap-within", "swap-corpus", "negation", "hallucination"):
+            assert any(a[3] == 0 for a in e["arcs"]), e
+        if e["kind"] == "compress":  # a faithful rewrite: every arc labelled, and entailed
+            assert all(a[3] == 1 for a in e["arcs"]) and len(e["arcs"]) == len(doc_arcs(nlp(e["hypothesis"]))), e
+
+
+def test_negation_deletion_and_pronoun_swap(nlp):
+    import random
+
+    from training.dae.make_data import delete_negation, sentence_examples, swap_pronoun
+
+    for seed in range(4):
+        text, offset = delete_negation(nlp("He can't prove that she did not steal it."), random.Random(seed))
+        assert (text, text[offset:offset + 5]) in (("He can prove that she did not steal it.", "prove"),
+                                                    ("He can't prove that she did steal it.", "steal"))
+    text, offset = delete_negation(nlp("The organisms cannot be sealed."), random.Random(0))
+    assert text == "The organisms can be sealed." and text[offset:].startswith("sealed")
+    assert delete_negation(nlp("She stole it."), random.Random(0)) is None
+    assert swap_pronoun(nlp("She gave him her book."), random.Random(1)) in ("He gave him her book.", "She gave her her book.", "She gave him his book.")
+    exs = sentence_examples(nlp, ["Migrants must prove they have not committed a crime in ten years."] * 4, "test", random.Random(0), {},
+                            ops_per_sentence=20, lowercase_rate=0.0)
+    deleted = [e for e in exs if e["kind"] == "negation-delete"]
+    assert deleted
+    for e in deleted:
+        labels = {(e["words"][a[0]], a[2], e["words"][a[1]]): a[3] for a in e["arcs"]}
+        assert labels[("committed", "nsubj", "they")] == 0 and labels[("prove", "nsubj", "Migrants")] == 1
+
+
+def test_negation_insertion_labels_the_negated_word(nlp):
+    import random
+
+    from training.dae.make_data import insert_negation, sentence_examples
+
+    text, offset = insert_negation(nlp("The shop is cheap."), random.Random(0))
+    assert text == "The shop is not cheap." and text[offset:offset + 3] == "not"
+    exs = sentence_examples(nlp, ["The old shop is cheap and family friendly."] * 4, "test", random.Random(0), {},
+                            ops_per_sentence=20, lowercase_rate=0.0)
+    inserted = [e for e in exs if e["kind"] == "negation"]
+    assert inserted
+    for e in inserted:  # every arc of the negated word is not entailed, the others are
+        labels = {(e["words"][a[0]], a[2], e["words"][a[1]]): a[3] for a in e["arcs"]}
+        assert labels[("is", "neg", "not")] == 0 and labels[("is", "nsubj", "shop")] == 0
+        assert labels[("shop", "amod", "old")] == 1
+
+
+def test_argument_deletion(nlp):
+    import random
+
+    from training.dae.make_data import argument_deletion, sentence_examples, subtree_deletions
+
+    text, offset = argument_deletion(nlp("The thousands of chickens live together in huge sheds."), random.Random(0))
+    assert text == "The thousands live together in huge sheds." and text[offset:].startswith("thousands")
+    text, offset = argument_deletion(nlp("The coach wants England to be more ruthless in attack."), random.Random(0))
+    assert text == "The coach wants." and text[offset:].startswith("wants"), text  # "England" is the subject of "be"
+    text, offset = argument_deletion(nlp("The minister tried to leave the party early on Monday."), random.Random(0))
+    assert text == "The minister tried." and text[offset:].startswith("tried"), text
+    assert argument_deletion(nlp("The dog barked."), random.Random(0)) is None
+    # a compression never drops a partitive "of": that is the harmful deletion above
+    doc = nlp("The thousands of chickens live together in huge sheds.")
+    assert all("thousands live" not in t for t in subtree_deletions(doc, random.Random(0), k=20))
+    exs = sentence_examples(nlp, ["The thousands of chickens live together in huge sheds near the old farm."] * 4, "test",
+                            random.Random(0), {}, ops_per_sentence=20, lowercase_rate=0.0)
+    deleted = [e for e in exs if e["kind"] == "argument-delete"]
+    assert deleted
+    for e in deleted:
+        labels = {(e["words"][a[0]], a[2], e["words"][a[1]]): a[3] for a in e["arcs"]}
+        assert labels[("live", "nsubj", "thousands")] == 0 and labels[("sheds", "amod", "huge")] == 1
+
+
+def test_rerank_triples_pair_faithful_with_unfaithful():
+    from training.dae.train import rerank_triples
+
+    def ex(kind, hyp, labels, group="g1"):
+        return {"group": group, "source": "S " + group, "hypothesis": hyp, "kind": kind, "arcs": [[0, 1, "nsubj", y] for y in labels]}
+
+    rows = [ex("compress", "good", [1, 1]), ex("swap-within", "bad", [1, 0]), ex("compress", "odd", [1, 0]),
+            ex("identity", "same", [1]), ex("span-delete", "bad2", [0], group="g2")]
+    assert rerank_triples(rows) == [("S g1", "good", "bad", "swap-within")]  # g2 has no faithful rewrite
+
+
+def test_train_smoke(tiny_encoder, tmp_path, nlp):
+    from metrics.dae.scorer import DAEScorer
+    from training.dae import train
+
+    data = tmp_path / "data"
+    data.mkdir()
+    write_dae_training_data(data, nlp)
+    out = tmp_path / "ck"
+    assert train.main(["--data", str(data), "--out", str(out), "--base", tiny_encoder, "--batch-size", "4", "--lora-r", "2",
+                       "--encoder-loss", "0.5"]) == 0
+    scorer = DAEScorer(str(out), spacy_model=nlp, device="cpu")
+    assert scorer.meta["kind"] == ARC_MODEL_KIND and "accuracy" in scorer.meta["dev"]
+    assert scorer.meta["arc_features"] == list(ARC_FEATURES) and 0.0 <= scorer.meta["rerank_dev"]["mean"] <= 1.0
+    assert len(scorer.score(["The cat sat on the mat."], ["The dog sat."])[0]["arcs"]) == 1
+
+
+def test_encoder_only_logits_drop_the_feature_share():
+    import torch
+
+    from metrics.dae.model import make_arc_head
+    from training.dae.train import encoder_only_logits
+
+    torch.manual_seed(0)
+    head = make_arc_head(8, num_features=3)
+    h, c, r = torch.randn(5, 8), torch.randn(5, 8), torch.tensor([0, 1, 2, 3, 4])
+    feats = torch.rand(5, 3)
+    expected = head(h, c, r, torch.zeros(5, 3))
+    assert not torch.allclose(head(h, c, r, feats), expected)
+    assert torch.allclose(encoder_only_logits(head, head(h, c, r, feats), feats), expected, atol=1e-6)

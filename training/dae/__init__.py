@@ -1,0 +1,1 @@
+"""Training and data preparation of dae (see training/__init__.py)."""

@@ -1,0 +1,1 @@
+"""Training and data preparation of nli_semantic_accuracy (see training/__init__.py)."""
