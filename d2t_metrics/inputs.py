@@ -52,6 +52,9 @@ REFERENCES = "references"  # one string or a non-empty list of strings per examp
 TABLE = "table"  # one table per example, stored encoded
 SOURCE_TEXT = "source_text"  # one source text per example, stored encoded in a table column
 
+# What an optional input not given is stored as, per example (a factory: a fresh list each).
+EMPTY_INPUT = {REFERENCES: list, TABLE: str}
+
 _TABLE_KINDS = ("triples", "e2e", "attribute_value")
 _CANONICAL_PREFIX = '{"kind":'
 
@@ -233,8 +236,10 @@ class CheckedInputs:
     A metric declares ``INPUTS``: each feature name and its kind (:data:`TEXT`,
     :data:`REFERENCES`, :data:`TABLE`), and, in ``ALTERNATIVE_INPUTS``, other
     keywords that fill a feature column (DAE's ``sources=`` texts fill its
-    ``tables`` column). ``_compute`` receives tables as canonical strings:
-    decode them with :func:`decode_column`.
+    ``tables`` column), and, in ``OPTIONAL_INPUTS``, the declared inputs it can
+    do without (each example then stores :data:`EMPTY_INPUT` of its kind).
+    ``_compute`` receives tables as canonical strings: decode them with
+    :func:`decode_column`.
 
     A call that fails (bad input, or an error while computing) leaves nothing in
     evaluate's cache: no cache file with the users' texts, no held lock.
@@ -242,6 +247,7 @@ class CheckedInputs:
 
     INPUTS: Dict[str, str] = {"predictions": TEXT}
     ALTERNATIVE_INPUTS: Dict[str, Tuple[str, str]] = {}
+    OPTIONAL_INPUTS: Tuple[str, ...] = ()
     # Options every metric takes, so that evaluate.combine can pass them to all.
     COMMON_OPTIONS = ("per_example", "show_progress", "batch_size")
 
@@ -320,11 +326,13 @@ class CheckedInputs:
                 # The more specific input wins (DAE: sources= texts over tables=),
                 # so one call can give tables to the table metrics of a combine.
                 columns[name] = self._check_column(fillers[0], self.ALTERNATIVE_INPUTS[fillers[0]][1], given[fillers[0]], n, offset)
-            else:
-                if name not in given:
-                    hint = "".join(f" (or {alt}=)" for alt, (column, _) in self.ALTERNATIVE_INPUTS.items() if column == name)
-                    raise ValueError(f"{name} is None; {type(self).__name__} needs {name}={hint}, one per prediction")
+            elif name in given:
                 columns[name] = self._check_column(name, kind, given[name], n, offset)
+            elif name in self.OPTIONAL_INPUTS:
+                columns[name] = [EMPTY_INPUT[kind]() for _ in range(n)]
+            else:
+                hint = "".join(f" (or {alt}=)" for alt, (column, _) in self.ALTERNATIVE_INPUTS.items() if column == name)
+                raise ValueError(f"{name} is None; {type(self).__name__} needs {name}={hint}, one per prediction")
         return columns
 
     def _check_column(self, name: str, kind: str, values: Any, n: int, offset: int) -> list:

@@ -35,16 +35,14 @@ from __future__ import annotations
 import abc
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
+import datasets
 import evaluate
 
 from .inputs import REFERENCES
 from .inputs import TABLE
+from .inputs import TEXT
 from .inputs import CheckedInputs
-from .inputs import check_texts
 from .locations import checkpoint_path
-
-# What an optional input is stored as in evaluate's cache for an example given without it.
-EMPTY_INPUT = {REFERENCES: [], TABLE: ""}
 
 
 class D2TMetric(CheckedInputs, evaluate.Metric, metaclass=abc.ABCMeta):
@@ -101,6 +99,17 @@ class D2TMetric(CheckedInputs, evaluate.Metric, metaclass=abc.ABCMeta):
         metrics load nothing."""
         return None
 
+    def declared_features(self, table_id: str = "table") -> datasets.Features:
+        """evaluate's features for :attr:`INPUTS`, in their order: a string per text,
+        a sequence of strings per references, a canonical table string per table
+        (``d2t_metrics.inputs``; ``table_id`` names what the column may hold)."""
+        kinds = {
+            TEXT: lambda: datasets.Value("string"),
+            REFERENCES: lambda: datasets.Sequence(datasets.Value("string")),
+            TABLE: lambda: datasets.Value("string", id=table_id),
+        }
+        return datasets.Features({name: kinds[kind]() for name, kind in self.INPUTS.items()})
+
     # -- evaluate's hooks --------------------------------------------------
     @abc.abstractmethod
     def _info(self) -> evaluate.MetricInfo:
@@ -126,33 +135,14 @@ class D2TMetric(CheckedInputs, evaluate.Metric, metaclass=abc.ABCMeta):
         """Refuse a call whose options need an input it was not given (metrics override this)."""
 
     def _checked_columns(self, given: Dict[str, Any], offset: int) -> Dict[str, list]:
-        """Every input checked and encoded; an optional input not given stores its empty value."""
-        missing = [name for name in self.OPTIONAL_INPUTS if name in self.INPUTS and not self._is_given(name, given)]
+        """Every input checked and encoded (an optional input not given stores its
+        empty value); refused when every input besides the predictions is missing."""
         others = [name for name in self.INPUTS if name != "predictions"]
-        if others and set(others) <= set(missing):
+        if others and all(name in self.OPTIONAL_INPUTS and not self._is_given(name, given) for name in others):
             others.sort(key=lambda name: self.INPUTS[name] != TABLE)  # the input data first
             wanted = " or ".join(f"{name}= (one per prediction)" for name in others)
             raise ValueError(f"{' and '.join(others)} are None; {self.name} needs {wanted}")
-        if not missing:
-            return super()._checked_columns(given, offset)
-        predictions = check_texts(given.get("predictions"), "predictions", offset=offset)
-        n = len(predictions)
-        columns: Dict[str, list] = {"predictions": predictions}
-        for name, kind in self.INPUTS.items():
-            if name == "predictions":
-                continue
-            if name in missing:
-                columns[name] = [EMPTY_INPUT[kind] for _ in range(n)]
-                continue
-            fillers = [alt for alt, (column, _) in self.ALTERNATIVE_INPUTS.items() if column == name and alt in given]
-            if fillers:
-                alt = fillers[0]
-                columns[name] = self._check_column(alt, self.ALTERNATIVE_INPUTS[alt][1], given[alt], n, offset)
-            elif name in given:
-                columns[name] = self._check_column(name, kind, given[name], n, offset)
-            else:
-                raise ValueError(f"{name} is None; {type(self).__name__} needs {name}=, one per prediction")
-        return columns
+        return super()._checked_columns(given, offset)
 
     def _is_given(self, name: str, given: Dict[str, Any]) -> bool:
         return name in given or any(column == name and alt in given for alt, (column, _) in self.ALTERNATIVE_INPUTS.items())

@@ -2,8 +2,8 @@
 loops did: the same batches in the same order for a seed (across epochs), the
 same learning rates, and so the same losses and weights after a few steps.
 
-Each test keeps a minimal copy of the old loop (its batch-order function
-verbatim, its optimizer, schedule, clipping and step order) and runs it and
+Each test keeps a minimal copy of the old loop (its optimizer, schedule,
+clipping and step order, over the batch-order function both share) and runs it and
 the Trainer from the same weights and the same torch RNG state on a tiny
 random encoder, with dropout on, so the RNG stream matters too."""
 
@@ -17,8 +17,8 @@ torch = pytest.importorskip("torch")
 from d2t_metrics.checkpoints import apply_lora, build_base_model
 from metrics.dae.arcs import ARC_FEATURES, RELATIONS
 from metrics.dae.model import CHECKPOINT_TASK, make_arc_head
-from training.dae.train import ArcModel, arc_batch, dae_trainer, encoder_only_logits
-from training.nli_semantic_accuracy.train import collate, encode, encoded_rows, nli_trainer
+from training.dae.train import ArcModel, arc_batch, batch_order, dae_trainer, encoder_only_logits
+from training.nli_semantic_accuracy.train import bucketed_batches, collate, encode, encoded_rows, nli_trainer
 from training.nli_semantic_accuracy.nli_data import LABELS, Pair
 
 WORDS = "the a city country airport restaurant food price range area near family friendly coffee shop pub river born".split()
@@ -54,19 +54,6 @@ def _assert_same_run(ref_batches, ref_losses, ref_params, batches, trainer, para
 # ---------------------------------------------------------------- NLI
 
 
-def old_bucketed_batches(lengths, batch_size, rng, chunk_batches=50):
-    """The old loop's order, verbatim: shuffle, sort inside chunks, shuffle batches."""
-    order = list(range(len(lengths)))
-    rng.shuffle(order)
-    chunk = batch_size * chunk_batches
-    batches = []
-    for i in range(0, len(order), chunk):
-        part = sorted(order[i : i + chunk], key=lambda j: lengths[j])
-        batches.extend(part[k : k + batch_size] for k in range(0, len(part), batch_size))
-    rng.shuffle(batches)
-    return batches
-
-
 def old_nli_loop(model, rows, pad_id, total, batch_size, lr, warmup, seed):
     """The hand-written loop the Trainer replaced (no time budget)."""
     lengths = [len(r["input_ids"]) for r in rows]
@@ -75,7 +62,7 @@ def old_nli_loop(model, rows, pad_id, total, batch_size, lr, warmup, seed):
     model.train()
     step, epoch, seen, losses = 0, 0, [], []
     while step < total:
-        for batch in old_bucketed_batches(lengths, batch_size, random.Random(seed + epoch)):
+        for batch in bucketed_batches(lengths, batch_size, random.Random(seed + epoch)):
             if step >= total:
                 break
             for group in opt.param_groups:
@@ -139,19 +126,9 @@ def test_nli_time_budget_decays_the_rate_and_stops_the_run(tiny_encoder, tmp_pat
 # ---------------------------------------------------------------- DAE
 
 
-def old_make_batches(examples, batch_size, rng, shuffle=True):
-    """The old loop's order, verbatim: shuffled, then length-sorted within pools of 50 batches."""
-    idx = list(range(len(examples)))
-    if shuffle:
-        rng.shuffle(idx)
-    pool = batch_size * 50
-    batches = []
-    for s in range(0, len(idx), pool):
-        chunk = sorted(idx[s : s + pool], key=lambda i: len(examples[i]["source"].split()) + len(examples[i]["words"]))
-        batches += [[examples[i] for i in chunk[b : b + batch_size]] for b in range(0, len(chunk), batch_size)]
-    if shuffle:
-        rng.shuffle(batches)
-    return batches
+def old_make_batches(examples, batch_size, rng):
+    """The old loop's batches: lists of examples, in the order the trainers share (batch_order)."""
+    return [[examples[i] for i in batch] for batch in batch_order(examples, batch_size, rng)]
 
 
 def old_dae_loop(encoder, head, tokenizer, train, rng, total, batch_size, lr, head_lr, max_length, neg_weight, encoder_loss):

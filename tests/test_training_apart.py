@@ -12,7 +12,10 @@ evaluate, the CLI or its app).
 """
 
 import ast
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -122,23 +125,30 @@ def test_the_checks_catch_training_imports():
     assert not training_import(0, "metrics.other.train", "m", training)
 
 
-def setup_arguments(monkeypatch):
+# Run in a fresh interpreter: importing setuptools after another test imported the standard
+# library's distutils trips setuptools' distutils shim, so the suite's order must not matter.
+_SETUP_ARGUMENTS = """
+import json, setuptools, sys
+captured = {}
+setuptools.setup = lambda **kwargs: captured.update(kwargs)
+path = sys.argv[1]
+with open(path, encoding="utf-8") as f:
+    exec(compile(f.read(), path, "exec"), {"__file__": path, "__name__": "setup_under_test"})
+keys = ("packages", "package_dir", "package_data")
+print(json.dumps({k: captured[k] for k in keys if k in captured}))
+"""
+
+
+def setup_arguments():
     """The keyword arguments ``setup.py`` gives ``setuptools.setup`` (run with ``setup`` replaced: nothing is built)."""
-    import setuptools
-
-    captured = {}
-    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: captured.update(kwargs))
-    monkeypatch.chdir(ROOT)
-    path = os.path.join(ROOT, "setup.py")
-    with open(path, encoding="utf-8") as f:
-        code = compile(f.read(), path, "exec")
-    exec(code, {"__file__": path, "__name__": "setup_under_test"})
-    assert captured, "setup.py did not call setuptools.setup"
-    return captured
+    done = subprocess.run([sys.executable, "-c", _SETUP_ARGUMENTS, os.path.join(ROOT, "setup.py")], cwd=ROOT,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and done.stdout.strip(), f"setup.py did not call setuptools.setup: {done.stderr[-2000:]}"
+    return json.loads(done.stdout)
 
 
-def test_the_wheel_carries_no_training_code(monkeypatch):
-    args = setup_arguments(monkeypatch)
+def test_the_wheel_carries_no_training_code():
+    args = setup_arguments()
     packages = args["packages"]
     assert not [p for p in packages if p == "training" or p.startswith("training.")], packages
     assert "training" not in (args.get("package_dir") or {}).values()

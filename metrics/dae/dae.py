@@ -4,7 +4,6 @@ one dependency arc at a time, and shows which arcs are not."""
 
 import os
 
-import datasets
 import evaluate
 
 from d2t_metrics.checkpoints import checkpoint_fingerprint
@@ -147,7 +146,7 @@ class DAE(D2TMetric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({"predictions": datasets.Value("string"), "tables": datasets.Value("string", id="source")}),
+            features=self.declared_features(table_id="source"),
             codebase_urls=["https://github.com/tagoyal/dae-factuality"],
             reference_urls=["https://aclanthology.org/2020.findings-emnlp.322"],
         )

@@ -4,7 +4,6 @@ that asks questions about the table and the text and compares the answers."""
 import numbers
 import os
 
-import datasets
 import evaluate
 
 from d2t_metrics import bases
@@ -233,12 +232,8 @@ class DataQuestEval(D2TMetric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({
-                "predictions": datasets.Value("string"),
-                "references": datasets.Sequence(datasets.Value("string")),
-                # Tables are stored as one canonical JSON string each (d2t_metrics.inputs).
-                "tables": datasets.Value("string", id="table"),
-            }),
+            # Tables are stored as one canonical JSON string each (d2t_metrics.inputs).
+            features=self.declared_features(),
             reference_urls=["https://aclanthology.org/2021.emnlp-main.633", "https://github.com/ThomasScialom/QuestEval"],
         )
 

@@ -67,14 +67,13 @@ logit per token, and the ``[CLS]`` position (index 0) stands for "no answer".
 
 Both take ``answer(questions, contexts, batch_size=None, show_progress=True)``
 and ``pad_to_max_length``. :func:`load_qa` picks the backend from what it is
-given. This module imports no sibling module, so a metric module that imports
-it needs nothing else copied.
+given. Its one sibling import is :mod:`qg` (input checks and the recipe
+reader), which the metric module imports directly too, so evaluate copies both.
 """
 
 from __future__ import annotations
 
 import collections
-import json
 import os
 import re
 import string
@@ -82,6 +81,9 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from d2t_metrics.models import load_model
 from d2t_metrics.models import run_batched
+
+from .qg import check_pairs
+from .qg import read_recipe
 
 SEPARATOR = "</s>"
 # what QuestEval's T5 QA models answer when the context does not hold the answer
@@ -142,24 +144,6 @@ def squad_em(prediction: str, gold: str) -> float:
 
 
 # ---------------------------------------------------------------- shared helpers
-
-
-def _check_pairs(first: Sequence[str], second: Sequence[str], names: Tuple[str, str]) -> None:
-    if len(first) != len(second):
-        raise ValueError(f"{names[0]} and {names[1]} differ in length: {len(first)} vs {len(second)}")
-    for name, values in zip(names, (first, second)):
-        for i, value in enumerate(values):
-            if not isinstance(value, str):
-                raise ValueError(f"{name}[{i}] is not a string: {type(value).__name__}")
-
-
-def read_recipe(path: str) -> Optional[Dict[str, Any]]:
-    """The ``d2t_config.json`` of a project checkpoint folder, or ``None`` for anything else."""
-    f = os.path.join(os.path.expanduser(str(path)), RECIPE_FILE)
-    if not os.path.isfile(f):
-        return None
-    with open(f, encoding="utf-8") as fh:
-        return json.load(fh)
 
 
 def _clamp01(x: float) -> float:
@@ -261,7 +245,7 @@ class T5QA:
 
     def answer(self, questions: Sequence[str], contexts: Sequence[str], batch_size: Optional[int] = None,
                show_progress: bool = True) -> List[QAResult]:
-        _check_pairs(questions, contexts, ("questions", "contexts"))
+        check_pairs(questions, contexts, ("questions", "contexts"))
         inputs = [self.format_input(q, c) for q, c in zip(questions, contexts)]
         outs = self._runner.batched(inputs, self.unanswerable_token_id, batch_size, show_progress, "answering questions")
         return [QAResult("" if text.lower() == UNANSWERABLE else text, _clamp01(1.0 - p)) for text, p in outs]
@@ -461,7 +445,7 @@ class SpanQA:
 
     def answer(self, questions: Sequence[str], contexts: Sequence[str], batch_size: Optional[int] = None,
                show_progress: bool = True) -> List[QAResult]:
-        _check_pairs(questions, contexts, ("questions", "contexts"))
+        check_pairs(questions, contexts, ("questions", "contexts"))
         windows, read_contexts = self.windows(questions, contexts)
         readings = run_batched(windows, [len(w.input_ids) for w in windows], self._read_batch,
                                batch_size=int(batch_size or self.batch_size), desc="answering questions",

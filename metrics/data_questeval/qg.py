@@ -51,11 +51,12 @@ question then does not decide a fact). :func:`load_qg` picks the backend.
 table (its ``extract_table_answers``: the ``[ … ]`` items), with their
 character spans; :func:`answer_context` the part of a text around an answer
 that the project's QG reads (it was trained on such contexts). This module
-imports no sibling module.
+imports no sibling module (:mod:`qa` takes its checks and recipe reader from it).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -95,10 +96,12 @@ def clean_question(generated: str) -> str:
     return text
 
 
-def _check_pairs(answers: Sequence[str], contexts: Sequence[str]) -> None:
-    if len(answers) != len(contexts):
-        raise ValueError(f"answers and contexts differ in length: {len(answers)} vs {len(contexts)}")
-    for name, values in (("answers", answers), ("contexts", contexts)):
+def check_pairs(first: Sequence[str], second: Sequence[str], names: Tuple[str, str] = ("answers", "contexts")) -> None:
+    """Refuse two parallel lists (answers and contexts; questions and contexts) of
+    different lengths or holding anything but strings."""
+    if len(first) != len(second):
+        raise ValueError(f"{names[0]} and {names[1]} differ in length: {len(first)} vs {len(second)}")
+    for name, values in zip(names, (first, second)):
         for i, value in enumerate(values):
             if not isinstance(value, str):
                 raise ValueError(f"{name}[{i}] is not a string: {type(value).__name__}")
@@ -106,8 +109,6 @@ def _check_pairs(answers: Sequence[str], contexts: Sequence[str]) -> None:
 
 def read_recipe(path: str) -> Optional[Dict[str, Any]]:
     """The ``d2t_config.json`` of a project checkpoint folder, or ``None`` for anything else."""
-    import json
-
     f = os.path.join(os.path.expanduser(str(path)), RECIPE_FILE)
     if not os.path.isfile(f):
         return None
@@ -263,7 +264,7 @@ class T5QG:
         """The ``n`` beams of each pair, best first (greedy for 1); a batch holds ``batch_size`` pairs' beams."""
         from d2t_metrics.models import run_batched
 
-        _check_pairs(answers, contexts)
+        check_pairs(answers, contexts)
         inputs = [self.format_input(a, c) for a, c in zip(answers, contexts)]
         if not inputs:
             return []
@@ -336,7 +337,7 @@ class GeneratorQG:
                  show_progress: bool = True, context_kind: Optional[str] = None) -> List[str]:
         from d2t_metrics.generator import generate
 
-        _check_pairs(answers, contexts)
+        check_pairs(answers, contexts)
         out = generate(self.model, self.tokenizer, self.prompts(answers, contexts, context_kind),
                        **self._decoding(batch_size, show_progress))
         return [clean_question(q) for q in out]
@@ -347,7 +348,7 @@ class GeneratorQG:
         ``n`` beams; ``n=1``: :meth:`generate`'s question)."""
         from d2t_metrics.generator import generate_alternatives
 
-        _check_pairs(answers, contexts)
+        check_pairs(answers, contexts)
         out = generate_alternatives(self.model, self.tokenizer, self.prompts(answers, contexts, context_kind), n,
                                     **self._decoding(batch_size, show_progress))
         return [_distinct(clean_question(q) for q in beams) for beams in out]

@@ -3,7 +3,6 @@ text, checked against the facts of its input table or of a reference text."""
 
 import os
 
-import datasets
 import evaluate
 
 from d2t_metrics.checkpoints import checkpoint_fingerprint
@@ -165,12 +164,8 @@ class FactAccuracy(D2TMetric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({
-                "predictions": datasets.Value("string"),
-                "references": datasets.Sequence(datasets.Value("string")),
-                # Tables are stored as one canonical JSON string each (d2t_metrics.inputs); "" for none.
-                "tables": datasets.Value("string", id="table"),
-            }),
+            # Tables are stored as one canonical JSON string each (d2t_metrics.inputs).
+            features=self.declared_features(),
             reference_urls=["https://arxiv.org/abs/1905.13322", "https://doi.org/10.1145/3292500.3330955"],
         )
 

@@ -3,7 +3,6 @@ of data-to-text outputs, found with a natural language inference model."""
 
 import os
 
-import datasets
 import evaluate
 
 from d2t_metrics.inputs import TABLE
@@ -132,7 +131,7 @@ class NLISemanticAccuracy(D2TMetric):
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             # Tables are stored as one canonical JSON string each (d2t_metrics.inputs).
-            features=datasets.Features({"predictions": datasets.Value("string"), "tables": datasets.Value("string", id="table")}),
+            features=self.declared_features(),
             codebase_urls=["https://github.com/ufal/nlgi_eval"],
             reference_urls=["https://aclanthology.org/2020.inlg-1.19"],
         )

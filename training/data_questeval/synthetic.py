@@ -44,6 +44,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from d2t_metrics.generator import read_jsonl
+from d2t_metrics.generator import write_jsonl
 from d2t_metrics.linearize import linearize
 from d2t_metrics.linearize import to_ascii
 from metrics.data_questeval.qa import normalize_answer
@@ -184,19 +186,6 @@ def _write_json(path: str, obj: Any) -> None:
     os.replace(tmp, path)
 
 
-def _write_jsonl(path: str, rows: Sequence[Dict[str, Any]]) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-
-
-def read_jsonl(path: str) -> List[Dict[str, Any]]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def stats_path(corpus_path: str) -> str:
     """``<dir>/<name>.stats.json`` beside ``<dir>/<name>.jsonl``."""
     root = corpus_path[: -len(".jsonl")] if corpus_path.endswith(".jsonl") else corpus_path
@@ -239,7 +228,7 @@ def run_synthesis(items: Sequence[SourceText], make_models: Callable[[], Tuple[A
             models = make_models()
         qg, qa = models
         rows, counts = synthesize(items[k * chunk_size: (k + 1) * chunk_size], qg, qa, show_progress=show_progress, **synth_options)
-        _write_jsonl(rows_file, rows)
+        write_jsonl(rows_file, rows)
         _write_json(counts_file, counts)  # written last: its presence marks the chunk done
         done_now += 1
         if show_progress:
@@ -250,7 +239,7 @@ def run_synthesis(items: Sequence[SourceText], make_models: Callable[[], Tuple[A
         with open(os.path.join(work, f"chunk-{k:05d}.counts.json"), encoding="utf-8") as f:
             counts.update(json.load(f))
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    _write_jsonl(out, rows)
+    write_jsonl(out, rows)
     stats = dict(corpus_stats(rows), outcomes=dict(sorted(counts.items())), settings=settings, finished=True)
     _write_json(stats_path(out), stats)
     return stats
