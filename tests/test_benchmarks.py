@@ -338,3 +338,28 @@ def test_the_recorded_commit_says_when_the_measured_code_differs_from_it(tmp_pat
     assert run._git_commit() == clean
     (repo / "code.py").write_text("x = 2\n")
     assert run._git_commit() == clean + "+changes"
+
+
+def _write_scores(path, rows):
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(row) + "\n" for row in rows)
+    return str(path)
+
+
+def test_same_scores_finds_a_moved_number_and_nothing_else(tmp_path):
+    from benchmarks import same_scores
+
+    rows = [{"id": "a", "parent": {"score": 0.5, "precision": 0.25, "label": "x"}, "dae": {"score": 1.0, "arcs": [{"p": 0.9}]}},
+            {"id": "b", "parent": {"score": 0.125, "precision": 0.5, "label": "y"}, "dae": {"score": 0.0, "arcs": []}}]
+    before = _write_scores(tmp_path / "before.jsonl", rows)
+    same = same_scores.compare(before, _write_scores(tmp_path / "same.jsonl", rows))
+    assert same == {"dae": {"examples": 2, "differ": 0, "largest": 0.0}, "parent": {"examples": 2, "differ": 0, "largest": 0.0}}
+    moved = json.loads(json.dumps(rows))
+    moved[0]["dae"]["arcs"][0]["p"] = 0.9 + 1e-9
+    moved[1]["parent"]["label"] = "z"  # a changed explanation counts, though no number moved
+    report = same_scores.compare(before, _write_scores(tmp_path / "moved.jsonl", moved))
+    assert report["dae"]["differ"] == 1 and 0 < report["dae"]["largest"] < 1e-8
+    assert report["parent"] == {"examples": 2, "differ": 1, "largest": 0.0}
+    assert same_scores.main(["compare", before, str(tmp_path / "moved.jsonl")]) == 1
+    with pytest.raises(ValueError, match="same examples"):
+        same_scores.compare(before, _write_scores(tmp_path / "short.jsonl", rows[:1]))
