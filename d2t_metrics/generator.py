@@ -292,10 +292,6 @@ class TimeBudget(transformers.TrainerCallback):
         return control
 
 
-def _time_budget_callback(max_minutes: Optional[float]) -> TimeBudget:
-    return TimeBudget(max_minutes)
-
-
 def last_trainer_checkpoint(work_dir: str) -> Optional[str]:
     """The newest ``checkpoint-<step>`` folder the Trainer saved in ``work_dir``, or None."""
     if not os.path.isdir(work_dir):
@@ -334,7 +330,7 @@ def train_generator(pairs: Sequence[Tuple[str, str]], output: str, meta: Dict[st
         disable_tqdm=not show_progress, remove_unused_columns=False, use_cpu=not _cuda(), dataloader_num_workers=0,
     )
     trainer = transformers.Trainer(model=model, args=args, train_dataset=data, data_collator=_collate(tokenizer.pad_token_id),
-                                   callbacks=[_time_budget_callback(max_minutes)])
+                                   callbacks=[TimeBudget(max_minutes)])
     resume = last_trainer_checkpoint(work_dir)
     result = trainer.train(resume_from_checkpoint=resume)
     state = trainer.state

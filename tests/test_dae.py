@@ -25,7 +25,7 @@ def tiny_dae(tiny_encoder, tmp_path_factory):
     """A DAE checkpoint (PEFT layout) over the tiny random encoder."""
     import torch
 
-    from d2t_metrics.checkpoints import apply_lora, build_base_model, save_checkpoint as save_compact  # the compact format is gone
+    from d2t_metrics.checkpoints import apply_lora, build_base_model, save_checkpoint
     from metrics.dae.model import head_tensors
 
     torch.manual_seed(0)
@@ -37,7 +37,7 @@ def tiny_dae(tiny_encoder, tmp_path_factory):
     with torch.no_grad():
         head.arc_head.weight.normal_(std=0.5)
     path = str(tmp_path_factory.mktemp("tiny_dae"))
-    save_compact(model, path, meta, extra=head_tensors(head))
+    save_checkpoint(model, path, meta, extra=head_tensors(head))
     return path
 
 
@@ -368,7 +368,7 @@ def test_checkpoint_feature_names(tiny_encoder, tmp_path, nlp):
     five-feature head gets the lexical ones; a head that disagrees with its names fails."""
     import torch
 
-    from d2t_metrics.checkpoints import apply_lora, build_base_model, save_checkpoint as save_compact  # the compact format is gone
+    from d2t_metrics.checkpoints import apply_lora, build_base_model, save_checkpoint
     from metrics.dae.arcs import LEXICAL_FEATURES
     from metrics.dae.model import head_tensors
     from metrics.dae.scorer import DAEScorer
@@ -377,12 +377,12 @@ def test_checkpoint_feature_names(tiny_encoder, tmp_path, nlp):
     meta = {"base": tiny_encoder, "task": "encoder", "kind": ARC_MODEL_KIND, "lora": lora, "max_length": 64}
     model = apply_lora(build_base_model(meta), lora, trainable=())
     head = make_arc_head(model.config.hidden_size, num_features=5)
-    save_compact(model, str(tmp_path / "legacy"), meta, extra=head_tensors(head))
+    save_checkpoint(model, str(tmp_path / "legacy"), meta, extra=head_tensors(head))
     assert DAEScorer(str(tmp_path / "legacy"), spacy_model=nlp, device="cpu").feature_names == list(LEXICAL_FEATURES)
-    save_compact(model, str(tmp_path / "bad"), dict(meta, arc_features=["arc_in_source"]), extra=head_tensors(head))
+    save_checkpoint(model, str(tmp_path / "bad"), dict(meta, arc_features=["arc_in_source"]), extra=head_tensors(head))
     with pytest.raises(ValueError, match="takes 5 features but the metadata names 1"):
         DAEScorer(str(tmp_path / "bad"), spacy_model=nlp, device="cpu")
-    save_compact(model, str(tmp_path / "more"), dict(meta, arc_features=list(ARC_FEATURES)), extra=head_tensors(head))
+    save_checkpoint(model, str(tmp_path / "more"), dict(meta, arc_features=list(ARC_FEATURES)), extra=head_tensors(head))
     with pytest.raises(ValueError, match="takes 5 features but the metadata names 7"):
         DAEScorer(str(tmp_path / "more"), spacy_model=nlp, device="cpu")
 

@@ -306,7 +306,7 @@ def test_questeval_strings_for_its_own_example(tiny_seq2seq, monkeypatch):
         return qa_run(self, questions, contexts, batch_size=batch_size, show_progress=show_progress)
 
     m = evaluate.load(METRIC, text_qg=tiny_seq2seq, text_qa=tiny_seq2seq, table_qg=tiny_seq2seq, table_qa=tiny_seq2seq)
-    backends = m._load()  # evaluate runs a copy of the module: patch the classes it loaded
+    backends = m.load_model()  # evaluate runs a copy of the module: patch the classes it loaded
     qg_run, qa_run = type(backends["table_qg"])._run, type(backends["table_qa"]).answer
     monkeypatch.setattr(type(backends["table_qg"]), "_run", spy_qg)
     monkeypatch.setattr(type(backends["table_qa"]), "answer", spy_qa)
@@ -345,7 +345,7 @@ def tiny_checkpoints(text_qa, text_qg, tmp_path_factory):  # noqa: F811
 
 def test_project_backends_run_end_to_end(tiny_checkpoints):
     m = evaluate.load(METRIC, model=tiny_checkpoints)
-    assert {type(b).__name__ for b in m._load().values()} == {"SpanQA", "GeneratorQG"}
+    assert {type(b).__name__ for b in m.load_model().values()} == {"SpanQA", "GeneratorQG"}
     r = m.compute(predictions=["Alan Bean was born in Wheeler, Texas.", ""], tables=[BEAN, BEAN], per_example=True,
                   show_progress=False)
     assert 0.0 <= r["score"] <= 1.0 and r["examples"][1]["score"] == 0.0

@@ -106,7 +106,7 @@ def default_model_path():
     checkout's checkpoints/dae, or the installed package's copy), else ./checkpoints/dae;
     ``None`` when neither holds a checkpoint's weights (``checkpoints.weight_files``)."""
     for path in (DAE.checkpoint_path(), CHECKPOINT_SUBDIR):
-        if path and weight_files(path):  # the adapters (and head), or a legacy model.safetensors
+        if path and weight_files(path):  # the adapters and the arc head
             return os.path.abspath(path)
     return None
 

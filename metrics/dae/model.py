@@ -20,7 +20,7 @@ adapters over all-MiniLM-L6-v2 (``adapter_config.json``,
 ``transformers.AutoModel``), the head tensors ``rel_emb.weight``,
 ``arc_head.weight`` and ``arc_head.bias`` in ``arc_head.safetensors``, and
 the recipe in ``d2t_config.json`` (kind, relations, arc feature names, max
-length, hidden size). The legacy compact file (``model.safetensors``) still loads.
+length, hidden size).
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def encode_pairs(tokenizer, sources: Sequence[Sequence[str]], hypotheses: Sequen
 
 def load_dae_checkpoint(path: str, device: str = "cpu", dtype=None):
     """``(tokenizer, encoder, head, meta)`` from a DAE checkpoint directory
-    (PEFT layout, or the legacy compact file)."""
+    (the PEFT layout)."""
     from d2t_metrics.checkpoints import load_checkpoint
 
     tokenizer, encoder, meta, extra = load_checkpoint(path, device=device, dtype=dtype)

@@ -255,8 +255,6 @@ class DataQuestEval(D2TMetric):
             self._bertscore = AnswerBERTScore(self.bertscore_model, device=self.device_name, layer=self.bertscore_layer)
         return self._backends
 
-    _load = load_model  # the name the tests knew
-
     def questions_per_value(self, given=None) -> int:
         """``given``, else the default for the table QG: 5 for the project's generator, 1 for a T5 QG."""
         return self._questions_per("table_qg", given)

@@ -82,7 +82,7 @@ from d2t_metrics.checkpoints import save_checkpoint
 from d2t_metrics.checkpoints import warm_start
 from d2t_metrics.datasets import load_webnlg_xml
 from d2t_metrics.datasets import shared_dir
-from d2t_metrics.generator import _time_budget_callback
+from d2t_metrics.generator import TimeBudget
 from d2t_metrics.generator import last_trainer_checkpoint
 from d2t_metrics.generator import train_generator
 from d2t_metrics.hub import quiet_loading
@@ -278,7 +278,7 @@ def train_span_qa(train: Sequence[QAExample], dev: Sequence[QAExample], output: 
     reads_types = "token_type_ids" in features[0]  # the tokenizer makes them for every window or for none
     trainer = transformers.Trainer(model=model.base_model, args=args, train_dataset=features,
                                    data_collator=_qa_collate(tokenizer.pad_token_id or 0),
-                                   callbacks=[_time_budget_callback(max_minutes)])
+                                   callbacks=[TimeBudget(max_minutes)])
     resume = last_trainer_checkpoint(work_dir)
     result = trainer.train(resume_from_checkpoint=resume)
     state = trainer.state

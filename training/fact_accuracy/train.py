@@ -49,7 +49,7 @@ from d2t_metrics.checkpoints import save_checkpoint
 from d2t_metrics.checkpoints import warm_start
 from d2t_metrics.datasets import load_webnlg_xml
 from d2t_metrics.datasets import shared_dir
-from d2t_metrics.generator import _time_budget_callback
+from d2t_metrics.generator import TimeBudget
 from d2t_metrics.generator import last_trainer_checkpoint
 from d2t_metrics.generator import train_generator
 from d2t_metrics.hub import hub_offline
@@ -220,7 +220,7 @@ def train_relations(args, command: str) -> dict:
     budget = None if args.max_minutes is None else max(0.0, args.max_minutes - (time.time() - start) / 60)
     trainer = transformers.Trainer(model=model, args=targs, train_dataset=rows,
                                    data_collator=transformers.DataCollatorWithPadding(tokenizer),
-                                   callbacks=[_time_budget_callback(budget)])
+                                   callbacks=[TimeBudget(budget)])
     resume = last_trainer_checkpoint(work_dir)
     result = trainer.train(resume_from_checkpoint=resume)
     state = trainer.state
