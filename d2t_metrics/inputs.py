@@ -29,6 +29,11 @@ The rules, the same for every metric:
   malformed, empty or ``None`` table is refused.
 * The lengths of all inputs agree, and there is at least one example.
 * Keyword options a metric does not take are refused by name.
+* The options every metric takes (:attr:`CheckedInputs.COMMON_OPTIONS`) are
+  checked alike in every metric: ``per_example`` and ``show_progress`` must be
+  ``True`` or ``False`` (``1`` or ``"no"`` are refused, not read as truthy),
+  ``batch_size`` a positive int (``None`` only where the metric's own default
+  is ``None``: PARENT, which runs no model).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from .tables import AttributeValue, Table, Triple, _without_gc_pauses, parse_table, short_repr
+from .untrusted import plain_text
 
 # A guard against pasting a whole corpus into one example, far above any
 # model's window (long texts are windowed or truncated as each card says).
@@ -121,6 +127,16 @@ def decode_column(column: Sequence[str], table_only: bool = True) -> List[Union[
             memo[value] = decode_table(value, i) if table_only else decode_source(value, i)
         out.append(memo[value])
     return out
+
+
+def plain_table(table: Table) -> Table:
+    """``table`` with :func:`~d2t_metrics.untrusted.plain_text` applied to every
+    string of every entry: what a model reads of it (zero-width, bidi and control
+    characters gone; every visible character kept). The same object when nothing changes."""
+    entries = [type(e)(*(plain_text(member) for member in e)) for e in table.entries]
+    if all(new == old for new, old in zip(entries, table.entries)):
+        return table
+    return Table(entries, kind=table.kind, source=table.source)
 
 
 # ---------------------------------------------------------------------------
@@ -220,9 +236,18 @@ def check_encoded(encoded: str, what: str, index: int) -> str:
 
 
 def check_batch_size(batch_size: Any) -> int:
+    """A positive int (``True`` and floats are refused)."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {short_repr(batch_size)}")
     return int(batch_size)
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """A real ``bool``: ``1``, ``"no"`` or ``None`` are refused, since their truth
+    value is not what the caller meant (``"no"`` is true)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {short_repr(value)}")
+    return value
 
 
 # ---------------------------------------------------------------------------
@@ -260,6 +285,7 @@ class CheckedInputs:
         """
         given, options = self._split_call({"predictions": predictions, "references": references, **kwargs})
         self._check_options(options)
+        self._check_common_options(options)
         self._check_option_values(options)
         if given:
             columns = self._checked_columns(given, offset=0)
@@ -358,6 +384,17 @@ class CheckedInputs:
                 f"it takes the inputs {self._call_signature()} and the options {', '.join(known)}"
             )
 
+    def _check_common_options(self, options: Dict[str, Any]) -> None:
+        """The :attr:`COMMON_OPTIONS` given, checked the same way in every metric
+        (module docstring), before anything is stored or loaded."""
+        for name in ("per_example", "show_progress"):
+            if name in options:
+                check_flag(options[name], name)
+        if "batch_size" in options:
+            param = inspect.signature(self._compute).parameters.get("batch_size")
+            if not (options["batch_size"] is None and param is not None and param.default is None):
+                check_batch_size(options["batch_size"])
+
     def _check_option_values(self, options: Dict[str, Any]) -> None:
         """Refuse bad option values before anything is stored (metrics override this)."""
 
@@ -414,6 +451,7 @@ __all__ = [
     "as_list",
     "check_batch_size",
     "check_encoded",
+    "check_flag",
     "check_references",
     "check_source_texts",
     "check_tables",
@@ -424,4 +462,5 @@ __all__ = [
     "decode_table",
     "encode_source_text",
     "encode_table",
+    "plain_table",
 ]

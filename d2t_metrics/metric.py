@@ -18,12 +18,22 @@ class attributes and properties, instead of being probed for:
 ``model_name``              the model it loads, as shown to users
 ``signature(**options)``    the settings a score depends on, for result tables
 ``load_model()``            the one loading hook (idempotent)
+``corpus_scores(examples)`` the corpus scores from per-example ones (sharding)
 ==========================  ====================================================
 
 evaluate loads models in ``download_and_prepare``; :class:`D2TMetric` routes
 that to :meth:`~D2TMetric.load_model`, which ``_compute`` also calls, so a
 metric built without ``download_and_prepare`` (its constructor called
 directly) loads on first use.
+
+A metric run in one process (``num_process=1``, the default) keeps its inputs in
+memory (``keep_in_memory=True``, whatever ``evaluate.load`` passes): evaluate
+otherwise stores them in ``~/.cache/huggingface/metrics/<name>/<config>/*.arrow``
+with a ``.lock`` beside, and a run that fails or is killed leaves that file,
+users' texts inside, behind (evaluate removes it only after a successful
+``_compute``; the ``.lock`` files stay even then). In one process the file has
+no use: it exists to gather several processes' inputs, so ``num_process > 1``
+keeps evaluate's files (and its own cleanup).
 
 This module imports ``evaluate``: import it only where a metric is loaded
 (``d2t_metrics`` itself and the command line's ``--help``, ``list`` and
@@ -33,7 +43,7 @@ This module imports ``evaluate``: import it only where a metric is loaded
 from __future__ import annotations
 
 import abc
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import datasets
 import evaluate
@@ -70,9 +80,17 @@ class D2TMetric(CheckedInputs, evaluate.Metric, metaclass=abc.ABCMeta):
     #: The project's checkpoint: ``checkpoints/<CHECKPOINT>/`` (``d2t_metrics.checkpoint_path``),
     #: which the command line passes as ``model=`` so that the metric runs offline. ``None``: no model.
     CHECKPOINT: Optional[str] = None
+    #: A combination of other metrics (semantic_accuracy): the command line passes the folder of
+    #: the project's checkpoints (one per component) as ``model=``, and runs it only when named.
+    COMPONENT_CHECKPOINTS: bool = False
 
     #: The model this metric object loads, as shown to users (set by the constructor).
     model_name: Optional[str] = None
+
+    def __init__(self, *args, keep_in_memory: bool = False, num_process: int = 1, **kwargs):
+        # One process: no cache file of the inputs (see the module docstring). Forced, since
+        # evaluate.load always passes keep_in_memory=False, its own default.
+        super().__init__(*args, keep_in_memory=keep_in_memory or num_process == 1, num_process=num_process, **kwargs)
 
     @property
     def uses_model(self) -> bool:
@@ -98,6 +116,18 @@ class D2TMetric(CheckedInputs, evaluate.Metric, metaclass=abc.ABCMeta):
         object and return it; later calls return the same object. Model-free
         metrics load nothing."""
         return None
+
+    def corpus_scores(self, examples: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+        """The corpus-level part of ``compute(..., per_example=True)``'s result (every key but
+        ``"examples"``), computed from the per-example dicts alone, in input order.
+
+        The command line shards a run over processes (:mod:`d2t_metrics.sharding`) with it:
+        each process scores its share of the examples, and the first computes the corpus scores
+        of the whole from the gathered per-example dicts, which must give exactly what
+        ``_compute`` gives on all of them at once (the same sums, in the same order). A metric
+        overrides it when its corpus scores follow from its per-example ones; one that does not
+        is scored by one process. ``NotImplementedError`` here."""
+        raise NotImplementedError(f"{self.name} does not say how its corpus scores follow from per-example ones")
 
     def declared_features(self, table_id: str = "table") -> datasets.Features:
         """evaluate's features for :attr:`INPUTS`, in their order: a string per text,

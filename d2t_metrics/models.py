@@ -8,6 +8,13 @@ keeps its model. Weights load from safetensors only and never with
 (PEFT adapters with ``adapter_config.json``, see :mod:`d2t_metrics.checkpoints`)
 loads its base and merges the adapters.
 
+Every tokenizer loaded here is *literal* (:func:`d2t_metrics.untrusted.literal_tokenizer`):
+``[SEP]`` or ``</s>`` inside a user's text is read as characters, never as a
+special token; the special tokens a model needs are added by id
+(``add_special_tokens``). Pass ``literal=False`` only where a prompt template
+must hold a special token as a string (QuestEval's T5 ``</s>``), and escape the
+user's part of it with :func:`d2t_metrics.untrusted.escape_special_strings`.
+
 Names are checked before anything loads (:func:`d2t_metrics.hub.resolve_model_name`):
 a missing local path, or a hub id that is not in the local Hugging Face cache
 while the Hub is off or unreachable, raises :class:`d2t_metrics.hub.ModelNotAvailableError`
@@ -25,6 +32,7 @@ import transformers
 from .batching import run_batched
 from .checkpoints import is_checkpoint, load_checkpoint
 from .hub import local_files_only, missing_model_error, quiet_loading, resolve_model_name
+from .untrusted import literal_tokenizer
 
 
 def get_device(device: Optional[str] = None) -> str:
@@ -51,17 +59,19 @@ _AUTO_CLASSES = {
 
 
 @functools.lru_cache(maxsize=8)
-def _load_cached(name: str, task: str, device: str, dtype_name: str, metric: str):
+def _load_cached(name: str, task: str, device: str, dtype_name: str, metric: str, literal: bool = True):
     dtype = getattr(torch, dtype_name)
     # the project's checkpoints: LoRA adapters (PEFT layout) over a base they name
     if is_checkpoint(name):
-        tokenizer, model, _meta, _extra = load_checkpoint(name, device=device, dtype=dtype)
+        tokenizer, model, _meta, _extra = load_checkpoint(name, device=device, dtype=dtype, literal=literal)
         return tokenizer, model
     # a hub id found in the cache (resolve_model_name) while the Hub is off or silent: never ask the Hub for it again
     local_only = local_files_only(name)
     try:
         with quiet_loading():
             tokenizer = transformers.AutoTokenizer.from_pretrained(name, local_files_only=local_only)
+            if literal:  # a user's "[SEP]" stays text (module docstring)
+                literal_tokenizer(tokenizer)
             auto = getattr(transformers, _AUTO_CLASSES[task])
             model = auto.from_pretrained(name, dtype=dtype, use_safetensors=True, local_files_only=local_only)
     except (OSError, ValueError) as e:
@@ -71,8 +81,13 @@ def _load_cached(name: str, task: str, device: str, dtype_name: str, metric: str
     return tokenizer, model
 
 
-def load_model(name: str, task: str = "sequence-classification", device: Optional[str] = None, dtype=None, metric: str = "<metric>"):
+def load_model(name: str, task: str = "sequence-classification", device: Optional[str] = None, dtype=None, metric: str = "<metric>",
+               literal: bool = True):
     """Load ``(tokenizer, model)`` by hub id or local path, once per process.
+
+    The tokenizer is literal (module docstring) unless ``literal=False``: then
+    special-token strings in its input are live, and the caller escapes the
+    users' texts (:func:`d2t_metrics.untrusted.escape_special_strings`).
 
     ``task`` is one of ``sequence-classification``, ``seq2seq``, ``encoder``,
     ``question-answering``, ``token-classification``. A missing model raises
@@ -87,7 +102,7 @@ def load_model(name: str, task: str = "sequence-classification", device: Optiona
     if dtype is None:
         dtype = default_dtype(device)
     dtype_name = str(dtype).replace("torch.", "")
-    return _load_cached(name, task, device, dtype_name, metric)
+    return _load_cached(name, task, device, dtype_name, metric, bool(literal))
 
 
 def clear_model_cache() -> None:

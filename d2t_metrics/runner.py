@@ -65,17 +65,20 @@ import json
 import math
 import os
 import re
+import signal
 import stat
 import sys
 import tempfile
+import threading
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .locations import checkpoints_dir
 from .locations import metrics_dir
 from .tables import parse_table
 from .tables import short_repr
+from .timing import stage
 
 # compute() argument -> the input line's field that fills it.
 INPUT_FIELDS = {"references": "references", "tables": "table", "sources": "source"}
@@ -207,6 +210,12 @@ def check_row(row: Dict[str, Any], where: str) -> Dict[str, Any]:
         bad = lone_surrogate(row.get(key))
         if bad is not None:
             raise UsageError(f"{where}: {key!r} is not valid Unicode (lone surrogate {bad!r})")
+    # The output is strict JSON (no NaN or Infinity), and the id and table are copied into it.
+    for key in ("id", "table"):
+        bad = non_finite_number(row.get(key))
+        if bad is not None:
+            raise UsageError(f"{where}: {key!r} holds a non-finite number ({bad!r}); JSON has no NaN or Infinity, "
+                             "so it cannot be written back: use a string or a finite number")
     table = row.get("table")
     if table is not None:
         try:
@@ -216,6 +225,21 @@ def check_row(row: Dict[str, Any], where: str) -> Dict[str, Any]:
         except ValueError as e:
             raise UsageError(f"{where}: table: {e}") from None
     return row
+
+
+def non_finite_number(value: Any) -> Optional[float]:
+    """The first NaN or infinite number inside ``value`` (``json.loads`` reads ``NaN``, ``Infinity``
+    and ``1e400``, the last as ``inf``), else ``None``."""
+    stack = [value]
+    while stack:  # iterative, as lone_surrogate
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return item
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def lone_surrogate(value: Any) -> Optional[str]:
@@ -307,6 +331,30 @@ def available_metrics(metrics_dir: str) -> List[str]:
     return sorted(
         name for name in os.listdir(metrics_dir) if os.path.isfile(os.path.join(metrics_dir, name, f"{name}.py"))
     )
+
+
+def default_metrics(metrics_dir: str) -> List[str]:
+    """The metrics a run without ``--metrics`` scores: every one but the combinations of
+    others (``COMPONENT_CHECKPOINTS``: semantic_accuracy), which would run them all again."""
+    names = []
+    for name in available_metrics(metrics_dir):
+        try:
+            combined = getattr(load_metric_class(os.path.join(metrics_dir, name))[0], "COMPONENT_CHECKPOINTS", False)
+        except Exception:  # noqa: BLE001 - a metric that cannot be imported is planned (and skipped) as before
+            combined = False
+        if not combined:
+            names.append(name)
+    return names
+
+
+def requested_metrics(spec: str) -> List[str]:
+    """``--metrics a,b`` → ``["a", "b"]``; none, or one named twice, is a :class:`UsageError`."""
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if not names:
+        raise UsageError("--metrics needs at least one metric name")
+    if len(set(names)) != len(names):
+        raise UsageError(f"--metrics names a metric twice: {spec}")
+    return names
 
 
 def check_metric_names(names: Sequence[str], known: Sequence[str], metrics_dir: str) -> None:
@@ -429,6 +477,7 @@ class Protocol:
     model_free_configs: Tuple[str, ...] = ()
     checkpoint: Optional[str] = None  # the folder under checkpoints/ the command line passes as model=
     takes_model: bool = False
+    component_checkpoints: bool = False  # a combination of metrics: model= is checkpoints/ itself
 
 
 def protocol_of(cls, name: Optional[str] = None) -> Protocol:
@@ -442,6 +491,7 @@ def protocol_of(cls, name: Optional[str] = None) -> Protocol:
             model_free_configs=tuple(cls.MODEL_FREE_CONFIGS),
             checkpoint=cls.CHECKPOINT,
             takes_model=cls.DEFAULT_MODEL is not None or cls.CHECKPOINT is not None,
+            component_checkpoints=bool(cls.COMPONENT_CHECKPOINTS),
         )
     declared = {key: getattr(cls, key, None) for key in ("OPTIONAL_INPUTS", "ALTERNATIVE_INPUTS", "MODEL_FREE_CONFIGS")}
     return Protocol(
@@ -681,7 +731,8 @@ def prepare_metric(name, path, config, requested_model, checkpoints_dir, corpus,
             raise
         raise Skip(reason) from e
     protocol = protocol_of(cls, name)
-    model, warning = choose_model(name, protocol, config, requested_model, default_model(protocol.checkpoint, checkpoints_dir))
+    default = checkpoints_dir if protocol.component_checkpoints else default_model(protocol.checkpoint, checkpoints_dir)
+    model, warning = choose_model(name, protocol, config, requested_model, default)
     if warning:
         print(f"d2t-metrics: warning: {warning}", file=sys.stderr)
     if requested_model is not None and model == requested_model:
@@ -704,10 +755,20 @@ def prepare_metric(name, path, config, requested_model, checkpoints_dir, corpus,
 
 def run_metric(prepared: PreparedMetric, corpus: Corpus) -> MetricRun:
     """Load the metric's model and score; :class:`Skip` when it cannot run here, any other error when it fails."""
+    result, examples = compute_result(prepared, corpus)
+    return metric_run(prepared, corpus_scores(result), examples)
+
+
+def compute_result(prepared: PreparedMetric, corpus: Corpus) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+    """``(result, its per-example dicts)`` of loading and computing one metric on ``corpus``, its load
+    and compute timed as the stages ``"<name>: load"`` and ``"<name>: compute"`` (:mod:`d2t_metrics.timing`);
+    :class:`Skip` when it cannot run here, :class:`MetricFailed` for an unusable result."""
     metric = prepared.metric
     try:
-        metric.download_and_prepare()  # where evaluate.load loads models
-        result = metric.compute(**prepared.kwargs)
+        with stage(f"{prepared.name}: load"):
+            metric.download_and_prepare()  # where evaluate.load loads models
+        with stage(f"{prepared.name}: compute"):
+            result = metric.compute(**prepared.kwargs)
     except Exception as e:  # noqa: BLE001 - turned into a reason or re-raised
         reason = _skip_reason(e)
         if reason is None:
@@ -719,7 +780,18 @@ def run_metric(prepared: PreparedMetric, corpus: Corpus) -> MetricRun:
     if not isinstance(examples, list) or len(examples) != len(corpus):
         got = "no 'examples'" if examples is None else f"{len(examples) if isinstance(examples, list) else type(examples).__name__} examples"
         raise MetricFailed(f"compute(per_example=True) gave {got} for {len(corpus)} inputs")
-    return MetricRun(name=prepared.name, scores=corpus_scores(result), examples=examples, model=prepared.model)
+    return result, examples
+
+
+def metric_run(prepared: PreparedMetric, scores: Dict[str, Any], examples: List[Dict[str, Any]]) -> MetricRun:
+    """The run's record, its numbers made writable as strict JSON: a NaN or infinite score
+    becomes ``None`` (``null``), with a warning saying how many."""
+    scores, n_scores = finite_or_null(scores)
+    examples, n_examples = finite_or_null(examples)
+    if n_scores or n_examples:
+        print(f"d2t-metrics: warning: {prepared.name} gave {n_scores + n_examples} NaN or infinite number(s) "
+              f"({n_scores} corpus, {n_examples} per-example); written as null, since JSON has none", file=sys.stderr)
+    return MetricRun(name=prepared.name, scores=scores, examples=examples, model=prepared.model)
 
 
 def failure_message(error: Exception, prepared: Optional[PreparedMetric], corpus: Corpus) -> str:
@@ -832,13 +904,36 @@ def _json_default(value):
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
+def finite_or_null(value: Any) -> Tuple[Any, int]:
+    """``(value, n)``: ``value`` with each of its ``n`` NaN or infinite numbers (numpy scalars and
+    arrays included) replaced by ``None``, since strict JSON has no such numbers; ``value`` itself
+    when ``n`` is 0."""
+    if isinstance(value, bool) or value is None or isinstance(value, (str, int)):
+        return value, 0
+    if isinstance(value, float):
+        return (value, 0) if math.isfinite(value) else (None, 1)
+    if isinstance(value, dict):
+        pairs = [(k, finite_or_null(v)) for k, v in value.items()]
+        n = sum(c for _, (_, c) in pairs)
+        return ({k: v for k, (v, _) in pairs} if n else value), n
+    if isinstance(value, (list, tuple)):
+        items = [finite_or_null(v) for v in value]
+        n = sum(c for _, c in items)
+        return ([v for v, _ in items] if n else value), n
+    if hasattr(value, "tolist"):  # numpy scalars and arrays
+        plain, n = finite_or_null(value.tolist())
+        return (plain if n else value), n
+    return value, 0
+
+
 def encode_line(row: Dict[str, Any]) -> bytes:
-    """One output line as UTF-8 JSON; ``\\u`` escapes when a string has a lone surrogate UTF-8 cannot hold."""
-    text = json.dumps(row, ensure_ascii=False, default=_json_default)
+    """One output line as strict UTF-8 JSON (a NaN or infinity is a ``ValueError``); ``\\u``
+    escapes when a string has a lone surrogate UTF-8 cannot hold."""
+    text = json.dumps(row, ensure_ascii=False, allow_nan=False, default=_json_default)
     try:
         return (text + "\n").encode("utf-8")
     except UnicodeEncodeError:
-        return (json.dumps(row, ensure_ascii=True, default=_json_default) + "\n").encode("ascii")
+        return (json.dumps(row, ensure_ascii=True, allow_nan=False, default=_json_default) + "\n").encode("ascii")
 
 
 def output_lines(corpus: Corpus, runs: Sequence[MetricRun], with_input: bool = False) -> List[bytes]:
@@ -857,6 +952,10 @@ def output_lines(corpus: Corpus, runs: Sequence[MetricRun], with_input: bool = F
     return lines
 
 
+# Temporary files being written now: what an interrupt removes (InterruptGuard) before the process exits.
+PARTIAL_FILES: set = set()
+
+
 def write_atomically(path: str, chunks: Sequence[bytes]) -> None:
     """Write ``path`` through a temporary file in its folder and ``os.replace``: readers see
     the old file or the whole new one, and a failed or interrupted write leaves the old file."""
@@ -865,6 +964,7 @@ def write_atomically(path: str, chunks: Sequence[bytes]) -> None:
     os.makedirs(folder, exist_ok=True)
     mode = _file_mode(target)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    PARTIAL_FILES.add(tmp)
     try:
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
@@ -877,6 +977,8 @@ def write_atomically(path: str, chunks: Sequence[bytes]) -> None:
         with contextlib.suppress(OSError):
             os.remove(tmp)
         raise
+    finally:
+        PARTIAL_FILES.discard(tmp)
 
 
 def _file_mode(path: str) -> int:
@@ -897,7 +999,7 @@ def write_output(path: str, corpus: Corpus, runs: Sequence[MetricRun], with_inpu
 
 def print_scores(runs: Sequence[MetricRun], as_json: bool) -> None:
     if as_json:
-        print(json.dumps({run.name: run.scores for run in runs}, indent=2, default=_json_default))
+        print(json.dumps({run.name: run.scores for run in runs}, indent=2, allow_nan=False, default=_json_default))
     else:
         print(format_table(runs))
 
@@ -967,3 +1069,89 @@ def report_failure(name: str, error: Exception, prepared: Optional[PreparedMetri
     if not isinstance(error, (ValueError, MetricFailed)):
         traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
     print(f"d2t-metrics: error: {name} failed: {failure_message(error, prepared, corpus)}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------
+# Ctrl-C
+
+_STOP_WATCHING = b"\0"  # no signal has number 0
+
+
+class InterruptGuard:
+    """Ctrl-C honoured at any point of a run, model loading included: ``on_interrupt()`` runs
+    (it may keep what finished), the files being written (:data:`PARTIAL_FILES`) are removed,
+    and the process ends with ``exit_code`` at once (``os._exit``, after flushing).
+
+    Why not ``KeyboardInterrupt``: Python's own handler raises it wherever the main thread
+    happens to be; raised inside a destructor (a regex's, while a model loads) it is printed
+    as "Exception ignored in ..." and lost, and a library that catches every exception
+    swallows it too, so an interrupted run went on for minutes. Here the signal raises
+    nothing: its handler only counts, and a watcher thread, woken through
+    ``signal.set_wakeup_fd`` (written by the interpreter's C-level handler, so also while the
+    main thread sits in a long native call that released the GIL), does the work. A second
+    Ctrl-C, while ``on_interrupt`` still runs, exits from the main thread without it.
+
+    It acts only in the main thread (elsewhere, signals cannot be handled, and it does
+    nothing), and not where Ctrl-C is ignored (``nohup``); the previous handler and wakeup fd are restored on exit, so ``main()`` can run
+    inside a longer-lived process (tests, notebooks).
+    """
+
+    def __init__(self, on_interrupt: Callable[[], None], exit_code: int = 130):
+        self.on_interrupt = on_interrupt
+        self.exit_code = exit_code
+        self._thread: Optional[threading.Thread] = None
+        self._count = 0
+
+    def __enter__(self) -> "InterruptGuard":
+        if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            return self  # signals are the main thread's; an ignored Ctrl-C (nohup, a background job) stays ignored
+        self._read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self._write_fd, False)  # set_wakeup_fd needs it
+        self._previous_handler = signal.signal(signal.SIGINT, self._handle)
+        self._previous_fd = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+        self._thread = threading.Thread(target=self._watch, name="d2t-metrics-interrupt", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> bool:
+        if self._thread is None:
+            return False
+        signal.set_wakeup_fd(self._previous_fd)
+        signal.signal(signal.SIGINT, self._previous_handler)
+        os.write(self._write_fd, _STOP_WATCHING)
+        self._thread.join()
+        self._thread = None
+        os.close(self._read_fd)
+        os.close(self._write_fd)
+        return False
+
+    def _handle(self, signum, frame) -> None:
+        # Runs in the main thread between bytecodes; the watcher thread does the work.
+        self._count += 1
+        if self._count > 1:
+            self._exit()
+
+    def _watch(self) -> None:
+        while True:
+            data = os.read(self._read_fd, 64)
+            if signal.SIGINT in data:
+                self._interrupt()
+            if not data or _STOP_WATCHING in data:
+                return
+
+    def _interrupt(self) -> None:
+        try:
+            self.on_interrupt()
+        except BaseException as e:  # noqa: BLE001 - the process ends anyway; say why it could not keep more
+            with contextlib.suppress(Exception):
+                print(f"d2t-metrics: interrupted ({type(e).__name__} while keeping what finished: {e})", file=sys.stderr)
+        self._exit()
+
+    def _exit(self) -> None:
+        for path in list(PARTIAL_FILES):
+            with contextlib.suppress(OSError):
+                os.remove(path)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(self.exit_code)

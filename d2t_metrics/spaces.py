@@ -20,7 +20,8 @@ Page
     :func:`metric_page` lays out a metric's Space (table and generated text,
     the metric's own inputs, a button, a results panel);
     :func:`score_table_input` reads the table and scores it, showing a bad
-    input as a warning and an error box (:func:`shown_error`).
+    input as a warning and an error box (:func:`shown_error`). A toast's
+    message is escaped (:func:`toast_text`): gradio renders toasts as HTML.
 
 Models
     :func:`resolve_model` (and :func:`model_candidates`, for trying the next
@@ -426,11 +427,27 @@ def compute_inputs(prediction: Optional[str], table: Any, reference: Optional[st
     return inputs
 
 
-def shown_error(error: Exception) -> str:
-    """A failed score as a Space shows it: a gradio warning, and an error box for the results panel."""
+def toast_text(message: Any) -> str:
+    """``message`` made safe for a gradio toast (``gr.Warning``, ``gr.Info``, ``gr.Error``).
+
+    Gradio renders a toast's message as HTML, and the messages quote what the
+    user typed (a malformed table, a text): escaped, ``<img src=x onerror=...>``
+    is shown as those characters instead of becoming an element that loads a URL.
+    Quotes stay as they are: the message is element content, never an attribute.
+    """
+    return html.escape(str(message), quote=False)
+
+
+def warn(message: Any) -> None:
+    """Show ``message`` (which may quote user input) as a gradio warning toast, as plain text."""
     import gradio as gr  # lazy: gradio, only inside a running Space
 
-    gr.Warning(str(error))
+    gr.Warning(toast_text(message))
+
+
+def shown_error(error: Exception) -> str:
+    """A failed score as a Space shows it: a gradio warning (plain text), and an error box for the results panel."""
+    warn(error)
     return error_html(str(error))
 
 

@@ -22,8 +22,9 @@ from .tables import Table, Triple, parse_table
 
 BACKOFF_TEMPLATE = "The <predicate> of <subject> is <object>."
 # The shipped sets in priority order (a later set's wording wins for a
-# predicate both have): attribute-value names, WebNLG predicates, E2E slots.
-DEFAULT_TEMPLATE_SETS = ("attribute_value", "webnlg", "e2e")
+# predicate both have): attribute-value names, WebNLG 3.0 predicates that WebNLG
+# 2017's training data lacks, WebNLG 2017 predicates, E2E slots.
+DEFAULT_TEMPLATE_SETS = ("attribute_value", "webnlg_v3", "webnlg", "e2e")
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
 TemplateSpec = Union[str, Mapping[str, str]]

@@ -1126,3 +1126,223 @@ def test_the_command_line_is_thin():
         source = f.read()
     assert len(source.splitlines()) < 400
     assert "getattr(" not in source  # it reads the metrics' declared protocol through the runner, never probes
+
+
+# ---------------------------------------------------------------------------
+# Strict JSON, Ctrl-C at any point, checks before loading, evaluate's cache, --timing, explain (#38, #35)
+
+
+def _strict_json(text):
+    """json.loads that refuses NaN, Infinity and -Infinity, as strict JSON readers do."""
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("raw_id", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_a_non_finite_id_is_refused_at_the_input_check(metrics_dir, tmp_path, capsys, raw_id):
+    lines = [json.dumps({"id": f"ex{i}", "prediction": "p", "table": "A | p | B"}) for i in range(4)]
+    lines[2] = '{"id": %s, "prediction": "p", "table": "A | p | B"}' % raw_id
+    inp = write_jsonl(tmp_path / "in.jsonl", lines)
+    out_path = tmp_path / "out.jsonl"
+    code, out, err = run(capsys, "score", "--metrics", "fake_tables", "--metrics-dir", metrics_dir, "--input", inp,
+                         "--output", str(out_path))
+    assert code == 2 and out == "" and "running" not in err, err
+    assert f"{inp}, line 3: 'id' holds a non-finite number" in err and "JSON has no NaN or Infinity" in err
+    assert not out_path.exists()
+
+
+def test_a_non_finite_number_in_a_table_is_refused():
+    with pytest.raises(UsageError, match=r"in.jsonl, line 1: 'table' holds a non-finite number \(inf\)"):
+        runner.parse_corpus('{"prediction": "p", "table": {"year": 1e400}}', "in.jsonl")
+
+
+def test_non_finite_scores_are_written_as_null_and_every_output_is_strict_json(metrics_dir, tmp_path, capsys, monkeypatch):
+    import numpy as np
+
+    def results_with_nan(prepared, corpus):
+        examples = [{"score": float("nan")}, {"score": np.float32("inf"), "parts": [1.0, float("-inf")]}, {"score": 0.5}]
+        return {"mean": float("nan"), "best": 0.5, "examples": examples}, examples
+
+    monkeypatch.setattr(runner, "compute_result", results_with_nan)
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    out_path = tmp_path / "out.jsonl"
+    code, out, err = run(capsys, "score", "--metrics", "fake_tables", "--metrics-dir", metrics_dir, "--input", inp,
+                         "--output", str(out_path), "--json")
+    assert code == 0, err
+    assert "warning: fake_tables gave 4 NaN or infinite number(s) (1 corpus, 3 per-example); written as null" in err
+    written = [_strict_json(line) for line in out_path.read_text(encoding="utf-8").splitlines()]
+    assert [w["fake_tables"] for w in written] == [{"score": None}, {"score": None, "parts": [1.0, None]}, {"score": 0.5}]
+    assert _strict_json(out) == {"fake_tables": {"mean": None, "best": 0.5}}
+    with pytest.raises(ValueError, match="Out of range float"):
+        encode_line({"id": float("nan")})  # nothing non-finite can reach the file unnoticed
+
+
+SLOW_LOADING = '''
+import os
+import time
+
+import datasets
+import evaluate
+
+
+class {cls}(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(description="", citation="", inputs_description="",
+                                   features=datasets.Features({{"predictions": datasets.Value("string")}}))
+
+    def _download_and_prepare(self, dl_manager):
+        if {slow}:
+            open(os.environ["LOADING_MARKER"], "w").close()
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline:  # a load that swallows KeyboardInterrupt, as a destructor or a catch-all does
+                try:
+                    time.sleep(0.05)
+                except KeyboardInterrupt:
+                    pass
+
+    def _compute(self, predictions, per_example=False):
+        return {{"n": len(predictions), "examples": [{{"length": len(p)}} for p in predictions]}}
+'''
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_a_model_loads_exits_130_at_once_keeping_only_what_finished(tmp_path):
+    import signal
+    import time
+
+    for name, cls, slow in (("quick", "Quick", False), ("slow_load", "SlowLoad", True)):
+        (tmp_path / "metrics" / name).mkdir(parents=True)
+        (tmp_path / "metrics" / name / f"{name}.py").write_text(SLOW_LOADING.format(cls=cls, slow=slow), encoding="utf-8")
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"prediction": "abc"}, {"prediction": "de"}])
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    marker = tmp_path / "loading"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "d2t_metrics.cli", "score", "--metrics", "quick,slow_load", "--metrics-dir", str(tmp_path / "metrics"),
+         "--input", inp, "--output", str(out_dir / "out.jsonl"), "--no-progress"],
+        cwd=ROOT, env=dict(os.environ, LOADING_MARKER=str(marker)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 600  # imports on a busy machine
+        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert marker.exists(), proc.communicate()[1][-3000:]
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)  # a hang guard: it used to go on until the load ended
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "Exception ignored" not in err
+    assert err.strip().splitlines()[-1] == (
+        f"d2t-metrics: interrupted while running slow_load; kept quick (written to {out_dir / 'out.jsonl'}); not run: slow_load")
+    # only the finished metric, whole; no partial or temporary file
+    assert os.listdir(out_dir) == ["out.jsonl"]
+    assert [_strict_json(line) for line in (out_dir / "out.jsonl").read_text().splitlines()] == [
+        {"id": 0, "quick": {"length": 3}}, {"id": 1, "quick": {"length": 2}}]
+    assert "quick" in out
+
+
+def test_the_interrupt_guard_restores_the_previous_handler():
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    with runner.InterruptGuard(lambda: None):
+        assert signal.getsignal(signal.SIGINT) is not before
+    assert signal.getsignal(signal.SIGINT) is before
+    assert signal.set_wakeup_fd(-1) == -1  # and the wakeup fd
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)  # Python's own handling is back
+
+
+@pytest.mark.parametrize("metric,argv,fragment", [
+    ("fact_accuracy", ["--option", "fact_accuracy.fuzzy_threshold=2"], "--option for fact_accuracy: fuzzy_threshold"),
+    ("data_questeval", ["--model", "data_questeval=/nonexistent/dir"], "--model data_questeval=/nonexistent/dir: no such folder"),
+])
+def test_a_bad_option_or_model_path_is_refused_before_any_model_loads(tmp_path, capsys, monkeypatch, metric, argv, fragment):
+    _no_model_may_load(monkeypatch)
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    code, out, err = run(capsys, "score", "--metrics", metric, "--input", inp, "--no-progress", *argv)
+    assert code == 2 and out == "" and fragment in err, err
+    assert "running" not in err
+
+
+def _files_holding(folder, text):
+    found = []
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            with open(os.path.join(dirpath, name), "rb") as f:
+                if text.encode("utf-8") in f.read():
+                    found.append(name)
+    return found
+
+
+def test_no_users_text_is_left_in_evaluates_cache(tmp_path):
+    """One process keeps its inputs in memory: evaluate writes no .arrow file (the texts) and
+    no .lock file, so a failed or killed run leaves nothing behind (d2t_metrics.metric)."""
+    import evaluate
+
+    secret = "Zorblax the secret prediction was born in Quux."
+    cache = tmp_path / "cache"
+    metric = evaluate.load(os.path.join(ROOT, "metrics", "parent"), cache_dir=str(cache))
+    args = dict(predictions=[secret], references=[["Zorblax was born in Quux."]], tables=["Zorblax | birthPlace | Quux"])
+    assert metric.compute(**args)["f1"] > 0
+    assert _files_holding(cache, secret) == [] and [f for _, _, fs in os.walk(cache) for f in fs] == []
+
+    def fails_midway(**kwargs):
+        raise RuntimeError("killed while scoring")
+
+    metric._compute = fails_midway  # after evaluate has stored the inputs
+    with pytest.raises(RuntimeError, match="killed while scoring"):
+        metric.compute(**args)
+    assert [f for _, _, fs in os.walk(cache) for f in fs] == []
+    # several processes still gather through evaluate's files
+    distributed = evaluate.load(os.path.join(ROOT, "metrics", "parent"), cache_dir=str(cache), num_process=2, process_id=1)
+    assert distributed.keep_in_memory is False and metric.keep_in_memory is True
+
+
+TIMED = '''
+import datasets
+import evaluate
+
+from d2t_metrics.timing import stage
+
+
+class Timed(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(description="", citation="", inputs_description="",
+                                   features=datasets.Features({"predictions": datasets.Value("string")}))
+
+    def _compute(self, predictions, per_example=False):
+        with stage("counting"):
+            examples = [{"length": len(p)} for p in predictions]
+        return {"n": len(examples), "examples": examples}
+'''
+
+
+def test_timing_prints_each_metrics_load_compute_and_inner_stages(tmp_path, capsys):
+    (tmp_path / "metrics" / "timed").mkdir(parents=True)
+    (tmp_path / "metrics" / "timed" / "timed.py").write_text(TIMED, encoding="utf-8")
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    argv = ["score", "--metrics", "timed", "--metrics-dir", str(tmp_path / "metrics"), "--input", inp, "--no-progress"]
+    code, _, err = run(capsys, *argv, "--timing")
+    assert code == 0, err
+    report = err[err.index("stage "):].splitlines()
+    assert report[0].split() == ["stage", "seconds", "share", "calls"]
+    stages = [line[: line.index("  ", 2)].rstrip() for line in report[1:5]]  # the name column, indented by depth
+    assert stages == ["planning (imports, checks)", "timed: load", "timed: compute", "  counting"]
+    assert all(line.split()[-1] == "1" for line in report[1:5])  # each ran once
+    code, _, err = run(capsys, *argv)
+    assert code == 0 and "stage " not in err  # nothing printed unless asked
+
+
+def test_explain_is_a_subcommand_with_its_own_help(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["explain", "--help"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0
+    assert out.startswith("usage: d2t-metrics explain") and "--metrics" in out
+    with pytest.raises(SystemExit):
+        main(["list", "--no-such-flag"])  # other commands still refuse what they do not know
+    assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err

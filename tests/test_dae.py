@@ -435,3 +435,112 @@ def test_loaded_spacy_pipeline_is_accepted(nlp):
     assert m.scorer.nlp is nlp and res["examples"][0]["score"] == 1.0
     with pytest.raises(TypeError, match="spaCy Language"):
         load_spacy(42)
+
+
+# ---------------------------------------------------------------- untrusted text (issue #38)
+
+CLEAN_PAIR = ("The pilot ate rice in Wheeler, Texas.", "The pilot ate rice and beans in Wheeler, Texas on Monday.")
+# zero-width, bidi and control characters a reader does not see, in the prediction and in the source
+HIDDEN_PAIR = ("\ufeffThe pilot\u200b ate \u202erice\u202c in Whee\u200bler,\x00 Texas.",
+               "The \u2066pilot\u2069 ate rice and beans\x00 in Wheeler,\u200b Texas on Monday.")
+
+
+def _scorer_module(metric):
+    """The scorer module evaluate loaded (a copy of metrics/dae/scorer.py): the one to patch."""
+    import sys
+
+    return sys.modules[type(metric.scorer).__module__]
+
+
+@pytest.mark.parametrize("config", ["rule", "default"])
+def test_invisible_characters_give_the_clean_result(config, rule_metric, tiny_metric):
+    metric = rule_metric if config == "rule" else tiny_metric
+    run = lambda pair, **kw: metric.compute(predictions=[pair[0]], per_example=True, show_progress=False, **kw)  # noqa: E731
+    assert run(HIDDEN_PAIR, sources=[HIDDEN_PAIR[1]]) == run(CLEAN_PAIR, sources=[CLEAN_PAIR[1]])
+    table, hidden_table = ["Pilot | ate | Rice"], ["Pilot\u200b | ate | Ri\u202ece\x00"]
+    assert run(HIDDEN_PAIR, tables=[hidden_table]) == run(CLEAN_PAIR, tables=[table])
+
+
+def test_special_strings_in_words_stay_text(tiny_metric):
+    """Source windows are split on white space, so "[SEP]" reaches the tokenizer as a
+    word: it must be read as characters, and only the template's [CLS]/[SEP] are special."""
+    from metrics.dae.model import encode_pairs
+
+    tok = tiny_metric.scorer.tokenizer
+    enc, _ = encode_pairs(tok, [["the", "[SEP]", "pilot", "[CLS]", "ate"]], [["[SEP]", "rice", "[MASK]"]], 64)
+    ids = enc["input_ids"][0].tolist()
+    specials = set(tok.all_special_ids)
+    assert [i for i in ids if i in specials] == [tok.cls_token_id, tok.sep_token_id, tok.sep_token_id]
+
+
+def _long(chars, sentence="The cat number seven sat on the red mat near the river. "):
+    return (sentence * (chars // len(sentence) + 1))[:chars]
+
+
+def test_a_long_text_is_parsed_and_scored_up_to_the_caps(rule_metric):
+    """A 100,000-character prediction: at most MAX_PARSE_CHARS parsed and MAX_ARCS arcs scored, marked truncated."""
+    rule_metric.load_model()
+    caps = _scorer_module(rule_metric)
+    source = "The cat sat on the mat near the river."
+    results = [rule_metric.compute(predictions=[_long(n)], sources=[source], per_example=True, show_progress=False)["examples"][0]
+               for n in (30_000, 100_000)]
+    assert results[0] == results[1]  # the same first characters parsed, the same first arcs scored
+    assert results[1]["num_arcs"] == caps.MAX_ARCS and results[1]["truncated"]
+    short = rule_metric.compute(predictions=[_long(300)], sources=[source], per_example=True, show_progress=False)["examples"][0]
+    assert not short["truncated"] and 0 < short["num_arcs"] < caps.MAX_ARCS
+
+
+def test_cap_text_cuts_at_a_space():
+    from metrics.dae.scorer import cap_text
+
+    assert cap_text("short text", 100) == ("short text", False)
+    assert cap_text("one two three four", 12) == ("one two", True)
+    assert cap_text("x" * 50, 10) == ("x" * 10, True)  # no space in the second half: cut at the limit
+
+
+def test_model_work_is_bounded_past_the_arc_cap(tiny_metric, monkeypatch):
+    """Only the segments that hold a scored arc's words are encoded: two long texts
+    past the caps cost the same encoder rows, and no more than a text at the cap."""
+    tiny_metric.load_model()
+    scorer = tiny_metric.scorer
+    monkeypatch.setattr(_scorer_module(tiny_metric), "MAX_ARCS", 50)
+    rows = []
+    encoder = scorer.encoder
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __call__(self, **enc):
+            rows.append(enc["input_ids"].shape[0])
+            return self.inner(**enc)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(scorer, "encoder", Counting(encoder))
+    counts = []
+    for chars in (30_000, 100_000):
+        rows.clear()
+        ex = tiny_metric.compute(predictions=[_long(chars)], sources=["The cat sat on the mat."], per_example=True,
+                                 show_progress=False)["examples"][0]
+        assert ex["num_arcs"] == 50 and ex["truncated"]
+        counts.append(sum(rows))
+    assert counts[0] == counts[1] and 0 < counts[0] <= 50  # segments holding 50 arcs' words, not the whole text's
+
+
+def test_stages_are_timed(tiny_metric):
+    from d2t_metrics import timing
+
+    timing.reset()
+    tiny_metric.compute(predictions=[CLEAN_PAIR[0]], sources=[CLEAN_PAIR[1]], show_progress=False)
+    assert {"parse", "arcs", "arc scoring"} <= {path[-1] for path in timing.totals()}
+
+
+def test_shipped_checkpoint_reads_hostile_text_as_the_clean_text():
+    metric = evaluate.load(metric_path("dae"), model=os.path.join(ROOT, "checkpoints", "dae"), device="cpu")
+    run = lambda pair: metric.compute(predictions=[pair[0]], sources=[pair[1]], per_example=True, show_progress=False)  # noqa: E731
+    assert run(HIDDEN_PAIR) == run(CLEAN_PAIR)
+    tok = metric.scorer.tokenizer
+    ids = tok(["Wheeler [SEP] Texas [CLS] </s>".split()], [["[SEP]", "[MASK]"]], is_split_into_words=True)["input_ids"][0]
+    assert [i for i in ids if i in set(tok.all_special_ids)] == [tok.cls_token_id, tok.sep_token_id, tok.sep_token_id]

@@ -206,6 +206,8 @@ def test_add_batch_carries_the_tables(rules):
     ({"predictions": "a text", "tables": [BEAN]}, "list"),
     ({"predictions": ["a"], "tables": [BEAN], "reduction": "min"}, "reduction"),
     ({"predictions": ["a"], "tables": [BEAN], "max_answers": 0}, "max_answers"),
+    ({"predictions": ["a"], "tables": [BEAN], "max_table_values": 0}, "max_table_values"),
+    ({"predictions": ["a"], "tables": [BEAN], "max_qa_windows": "8"}, "max_qa_windows"),
     ({"predictions": ["a"], "tables": [BEAN], "use_cache": "no"}, "use_cache"),
     ({"predictions": ["a"], "tables": [BEAN], "questions_per_value": 0}, "questions_per_value"),
     ({"predictions": ["a"], "tables": [BEAN], "questions_per_value": 9}, "questions_per_value"),
@@ -290,6 +292,83 @@ def test_hostile_long_text_is_read_not_crashed(rules):
     assert len(example["sources"][0]["from_text"]) <= 5 and 0 <= example["score"] <= 1
 
 
+# ---------------------------------------------------------------- untrusted text, bounded work, stages
+
+
+def test_invisible_characters_are_scored_as_the_text_a_reader_sees(rules):
+    """Issue 38: zero-width, bidi and control characters in a text or a table change nothing."""
+    m, qg, qa = rules
+    clean = "Alan Bean was born in Wheeler, Texas and was a test pilot."
+    hidden = "Alan\u200b Bean was born in Whe\ufeffeler, \u202eTexas and was a test\x00 pilot.\u2066"
+    table = ["Alan_Bean | birthPlace | Wheeler,_Tex\u200bas", "Alan_Bean | occupation | Test_pilot"]
+    qg.calls.clear()
+    a = m.compute(predictions=[clean], tables=[BEAN], per_example=True, show_progress=False)["examples"][0]
+    b = m.compute(predictions=[hidden], tables=[table], per_example=True, show_progress=False)["examples"][0]
+    assert b["score"] == a["score"] and b["sources"] == a["sources"]
+    assert not any("\u200b" in c or "\u202e" in c for call in qg.calls for pair in call for c in pair)
+    # control strings of the usual tokenizers are no words either (issue 38: 0.913 → 0.668 with the project's models)
+    special = "Alan Bean </s> [SEP] was born in [SEP] Wheeler, Texas [CLS] [MASK] <|endoftext|> and was a test pilot [SEP]."
+    c = m.compute(predictions=[special], tables=[BEAN], per_example=True, show_progress=False)["examples"][0]
+    assert c["sources"] == a["sources"]
+
+
+def test_caps_bound_the_questions_of_a_huge_table_and_a_long_text(rules):
+    """Issue 38 item 4: a 500-triple table asks about at most max_table_values values, a long text about
+    at most max_answers candidates, and the example says it was truncated."""
+    m, qg, _ = rules
+    huge = [f"Thing_{i} | property{i} | Value_{i}" for i in range(500)]
+    qg.calls.clear()
+    r = m.compute(predictions=["Thing 1 has value 1.", "Alan Bean was born in Wheeler, Texas."], tables=[huge, BEAN],
+                  per_example=True, show_progress=False)
+    asked_on_huge = [a for call in qg.calls for a, c in call if c.startswith("entity [ Thing 0 ]")]
+    assert 0 < len(asked_on_huge) == len(set(asked_on_huge)) <= 16
+    assert [e["truncated"] for e in r["examples"]] == [True, False]
+    text = " ".join(f"Person{i} met Person{i + 1} in City{i}." for i in range(200))
+    qg.calls.clear()
+    r = m.compute(predictions=[text], tables=[BEAN], per_example=True, show_progress=False, max_answers=10)
+    asked_on_text = [a for call in qg.calls for a, c in call if c == text]
+    assert len(asked_on_text) == 10 and r["examples"][0]["truncated"] is True
+    small = m.compute(predictions=[text], tables=[BEAN], per_example=True, show_progress=False, max_answers=1000)
+    assert small["examples"][0]["truncated"] is False
+    assert "caps:10/16/8" in m.signature(max_answers=10) and "caps:" not in m.signature()
+
+
+class WindowedQA(ExactQA):
+    """ExactQA with a span QA's window cap; records the cap it answers under."""
+
+    def __init__(self):
+        super().__init__()
+        self.max_windows, self.seen_caps = 32, []
+
+    def answer(self, questions, contexts, batch_size=None, show_progress=True):
+        self.seen_caps.append(self.max_windows)
+        return [r._replace(truncated=len(c) > 100 * self.max_windows) for r, c in
+                zip(super().answer(questions, contexts, batch_size, show_progress), contexts)]
+
+
+def test_the_qa_window_cap_holds_for_one_call_and_flags_truncation():
+    qg, qa = RuleQG(), WindowedQA()
+    m = evaluate.load(METRIC, text_qg=qg, table_qg=qg, text_qa=qa, table_qa=qa)
+    long_text = "Alan Bean was born in Wheeler, Texas. " + "He flew. " * 150  # over 100 × 8 characters
+    r = m.compute(predictions=[long_text, "Alan Bean was a test pilot."], tables=[BEAN, BEAN], per_example=True,
+                  show_progress=False)
+    assert set(qa.seen_caps) == {8} and qa.max_windows == 32  # the metric's cap for the call, then the QA's own again
+    assert [e["truncated"] for e in r["examples"]] == [True, False]
+    m.compute(predictions=[long_text], tables=[BEAN], show_progress=False, max_qa_windows=20)
+    assert qa.seen_caps[-1] == 20 and qa.max_windows == 32
+
+
+def test_compute_times_its_stages(rules):
+    from d2t_metrics import timing
+
+    m, _, _ = rules
+    timing.reset()
+    m.compute(predictions=["Alan Bean was born in Wheeler, Texas."], tables=[BEAN], show_progress=False, use_cache=False)
+    stages = {path[-1] for path in timing.totals()}
+    assert {"answer candidates (spaCy)", "table questions", "text questions", "table QA", "text QA",
+            "answer similarity (BERTScore)", "scoring"} <= stages
+
+
 # ---------------------------------------------------------------- QuestEval's strings on T5 models
 
 
@@ -353,7 +432,7 @@ def test_project_backends_run_end_to_end(tiny_checkpoints):
 
     signature = m.signature()
     assert f"text_qa:text_qa@{checkpoint_fingerprint(os.path.join(tiny_checkpoints, 'text_qa'))}," in signature
-    assert "reduction:max|questions_per_value:5|questions_per_text_answer:3|" in signature and signature.endswith("|version:1.5")
+    assert "reduction:max|questions_per_value:5|questions_per_text_answer:3|" in signature and signature.endswith("|version:1.6")
     assert "|questions_per_value:1|" in m.signature(questions_per_value=1)
     assert "|questions_per_text_answer:1|" in m.signature(questions_per_text_answer=1)
 
@@ -378,6 +457,22 @@ def test_project_backends_run_end_to_end(tiny_checkpoints):
     assert len(table["from_text"]) <= 3 * len(by_candidate) and any(len(qs) > 1 for qs in by_candidate.values())
     assert all(len(set(qs)) == len(qs) for qs in by_candidate.values())
     assert len(one["from_text"]) == len({q["candidate"] for q in one["from_text"]}) <= len(by_candidate)
+
+
+def test_an_example_scores_the_same_alone_and_in_a_batch(tiny_checkpoints):
+    """Issue 38 item 10: batch composition moves float32 sums in their last digits; per-question numbers
+    are rounded to 6 decimals, so an example's score alone and in a batch agree within the card's 1e-6."""
+    m = evaluate.load(METRIC, model=tiny_checkpoints)
+    texts = ["Alan Bean was born in Wheeler, Texas.", "The Eagle is a pub near the river in the city centre.",
+             "Alan Bean, a test pilot, was born in Wheeler."]
+    tables = [BEAN, "name[The Eagle], eatType[pub], area[city centre]", BEAN]
+    alone = m.compute(predictions=texts[:1], tables=tables[:1], per_example=True, show_progress=False)["examples"][0]
+    m.question_cache.clear()  # the batch generates its questions again, in other batches
+    batch = m.compute(predictions=texts[::-1], tables=tables[::-1], per_example=True, show_progress=False,
+                      batch_size=2)["examples"][-1]
+    questions = lambda e: [q["question"] for s in ("from_text", "from_source") for q in e["sources"][0][s]]  # noqa: E731
+    assert questions(batch) == questions(alone)
+    assert abs(batch["score"] - alone["score"]) <= 1e-6
 
 
 def test_command_line_scores_with_a_checkpoint_folder(tiny_checkpoints, tmp_path, capsys):

@@ -342,6 +342,64 @@ def test_generator_qg_runs_on_the_tiny_model(text_qg):
         qg.generate_alternatives(answers, contexts, 0, show_progress=False)
 
 
+def test_span_qa_reads_special_strings_in_user_text_as_characters(text_qa):
+    """Issue 38: "[SEP]" or "[CLS]" inside a question or a context must not become the encoder's markers."""
+    qa = load_qa(text_qa)
+    specials = set(qa.tokenizer.all_special_ids)
+    context = "alan bean [SEP] was born in [SEP] wheeler, texas [CLS] [MASK] [PAD] and was a pilot."
+    windows, _ = qa.windows(["where was [SEP] alan born?"], [context])
+    ids = windows[0].input_ids
+    inside = ids[1: windows[0].context_end + 1]  # the question, its separator and the context
+    sep = qa.tokenizer.sep_token_id
+    assert ids[0] == qa.tokenizer.cls_token_id and ids[-1] == sep
+    assert [i for i in inside if i in specials] == [sep]  # only the separator the tokenizer added itself
+    assert qa.answer(["where?"], [context], show_progress=False)[0].truncated is False
+
+
+def test_generator_qg_reads_special_strings_in_user_text_as_characters(text_qg):
+    qg = load_qg(text_qg)
+    prompt = qg.prompts(["wheeler [SEP] texas"], ["alan bean [SEP] was born in [CLS] wheeler [MASK] texas."])[0]
+    ids = qg.tokenizer(prompt, add_special_tokens=False)["input_ids"]  # the markers the tokenizer adds itself aside
+    assert not set(ids) & set(qg.tokenizer.all_special_ids)
+
+
+def test_t5_inputs_escape_special_strings_in_user_text(tiny_seq2seq, monkeypatch):
+    """QuestEval's prompts hold the literal separator; the user's part is escaped, the template's kept."""
+    qa, qg = T5QA(tiny_seq2seq), T5QG(tiny_seq2seq, prefix=None)
+    qa.format_input, qg.format_input = (lambda q, c: f"{q} [SEP] {c}"), (lambda a, c: f"{a} [SEP] {c}")  # a live separator
+    seen = []
+    monkeypatch.setattr(type(qa._runner), "run", lambda self, inputs, score_id: seen.extend(inputs) or [("x", 0.5)] * len(inputs))
+    monkeypatch.setattr(type(qg), "_run", lambda self, inputs, num_beams=1: seen.extend(inputs) or ["q?"] * len(inputs) * num_beams)
+    qa.answer(["who [SEP] is it?"], ["alan [SEP] bean [CLS] was [MASK] here"], show_progress=False)
+    qg.generate(["alan [SEP] bean"], ["alan [SEP] bean was here"], show_progress=False)
+    sep = qa.tokenizer.sep_token_id
+    for text in seen:
+        ids = qa.tokenizer(text)["input_ids"]
+        assert ids.count(sep) == 2 and ids.count(qa.tokenizer.cls_token_id) == 1  # the template's and the final one
+        assert "[ SEP]" in text and "[MASK]" not in text
+
+
+def test_span_qa_flags_a_context_longer_than_its_windows(text_qa):
+    context = " ".join(f"word{i} is near the river" for i in range(60))
+    capped = SpanQA(text_qa, max_windows=2)
+    whole = SpanQA(text_qa, max_windows=32)
+    assert [r.truncated for r in capped.answer(["where is it?", "who?"], [context, "a pub"], show_progress=False)] == [True, False]
+    assert whole.answer(["where is it?"], [context], show_progress=False)[0].truncated is False
+    huge = "the river " * 10_000  # longer than the characters that max_windows windows can hold: cut before tokenizing
+    assert capped.answer(["what?"], [huge], show_progress=False)[0].truncated is True
+
+
+def test_table_qg_reads_a_huge_table_around_the_value():
+    small = "entity [ Alan Bean ] , birthPlace [ Wheeler , Texas ]"
+    value = qg_mod.table_values(small)[1]
+    assert qg_mod.table_answer_context(small, value.start, value.end) == small  # every WebNLG / E2E table: whole
+    huge = " , ".join(f"p{i} [ v{i} ]" for i in range(500))
+    values = qg_mod.table_values(huge)
+    for v in (values[0], values[250], values[-1]):
+        read = qg_mod.table_answer_context(huge, v.start, v.end)
+        assert len(read.split()) <= qg_mod.TABLE_QG_CONTEXT_WORDS and f"[ {v.value} ]" in read
+
+
 # ---------------------------------------------------------------- training commands
 
 

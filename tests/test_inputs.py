@@ -3,6 +3,7 @@ inputs carried by add/add_batch/num_process/datasets/combine, and checks that
 run before evaluate stores anything."""
 
 import glob
+import inspect
 import os
 import threading
 
@@ -265,3 +266,90 @@ def test_numpy_and_dataset_like_inputs_are_read_as_lists(parent):
     np = pytest.importorskip("numpy")
     plain = parent.compute(predictions=PREDICTIONS, references=REFERENCES, tables=TABLES)
     assert parent.compute(predictions=np.array(PREDICTIONS), references=REFERENCES, tables=tuple(TABLES)) == plain
+
+
+# ---------------------------------------------------------------------------
+# The options every metric takes are checked alike (issue #38, item 9)
+
+
+class _RuleQG:
+    """A model-free question generator for data_questeval (its loaders are never reached here)."""
+
+    backend, name_or_path = "rule", "rule-qg"
+
+    def generate(self, answers, contexts, batch_size=None, show_progress=True):
+        return [f"What is {a}?" for a in answers]
+
+
+class _RuleQA:
+    backend, name_or_path = "rule", "rule-qa"
+
+    def answer(self, questions, contexts, batch_size=None, show_progress=True):
+        from metrics.data_questeval.qa import QAResult
+
+        return [QAResult("", 0.0) for _ in questions]
+
+
+def _each_metric(name, tiny_nli, cache_dir):
+    """A cheap instance of each of the five metrics, whose model loader fails if reached."""
+    qg, qa = _RuleQG(), _RuleQA()
+    options = {
+        "parent": ((), {}),
+        "nli_semantic_accuracy": ((), {"model": tiny_nli, "device": "cpu"}),
+        "data_questeval": ((), {"text_qg": qg, "table_qg": qg, "text_qa": qa, "table_qa": qa}),
+        "dae": (("rule",), {}),
+        "fact_accuracy": (("openie",), {}),
+    }[name]
+    metric = evaluate.load(metric_path(name), *options[0], cache_dir=str(cache_dir), **options[1])
+
+    def must_not_load():
+        raise AssertionError(f"{name} reached its model loader with a bad option")
+
+    metric.load_model = must_not_load
+    return metric
+
+
+BAD_COMMON_OPTIONS = [
+    ({"per_example": 1}, "per_example must be True or False, got 1"),
+    ({"per_example": "yes"}, "per_example must be True or False"),
+    ({"per_example": None}, "per_example must be True or False, got None"),
+    ({"show_progress": "no"}, "show_progress must be True or False, got 'no'"),
+    ({"show_progress": 0}, "show_progress must be True or False, got 0"),
+    ({"batch_size": 0}, "batch_size must be a positive int, got 0"),
+    ({"batch_size": 2.5}, "batch_size must be a positive int, got 2.5"),
+    ({"batch_size": True}, "batch_size must be a positive int, got True"),
+    ({"batch_size": "8"}, "batch_size must be a positive int, got '8'"),
+]
+FIVE_METRICS = ["parent", "nli_semantic_accuracy", "data_questeval", "dae", "fact_accuracy"]
+
+
+@pytest.mark.parametrize("name", FIVE_METRICS)
+def test_common_options_are_checked_alike_before_anything_loads(name, tiny_nli, tmp_path):
+    """fact_accuracy took per_example=1 and show_progress="no" (which turned bars on)
+    where data_questeval refused them: now every metric refuses them, before anything
+    is stored or loaded."""
+    metric = _each_metric(name, tiny_nli, tmp_path)
+    inputs = dict(predictions=PREDICTIONS[:2], references=REFERENCES[:2], tables=[TABLE, TABLE])
+    for option, fragment in BAD_COMMON_OPTIONS:
+        with pytest.raises(ValueError) as info:
+            metric.compute(**inputs, **option)
+        assert fragment in str(info.value), (name, option, str(info.value))
+    assert _cache_files(tmp_path) == []
+    assert set(metric.COMMON_OPTIONS) <= set(inspect.signature(metric._compute).parameters)
+
+
+def test_batch_size_none_only_where_it_is_the_default(parent, nli):
+    """PARENT runs no model: its batch_size defaults to None and None is accepted; a metric
+    that batches refuses None."""
+    assert parent.compute(predictions=PREDICTIONS[:1], references=REFERENCES[:1], tables=TABLES[:1], batch_size=None)["f1"] > 0
+    with pytest.raises(ValueError, match="batch_size must be a positive int, got None"):
+        nli.compute(predictions=PREDICTIONS[:1], tables=TABLES[:1], batch_size=None)
+
+
+def test_check_flag():
+    from d2t_metrics.inputs import check_flag
+
+    assert check_flag(True, "x") is True and check_flag(False, "x") is False
+    for bad in (1, 0, "no", "True", None, 1.0, [True]):
+        with pytest.raises(ValueError, match="x must be True or False"):
+            check_flag(bad, "x")

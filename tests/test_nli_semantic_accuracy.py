@@ -388,3 +388,82 @@ def test_checkpoint_separates_correct_from_wrong_texts():
     assert ex[1]["omission"] and [o["fact"] for o in ex[1]["omitted_facts"]] == ["Alan_Bean | occupation | Test_pilot"]
     assert not ex[3]["ok"] and not ex[4]["ok"]
     assert ex[0]["confidence"] > max(e["confidence"] for e in ex[1:])
+
+
+# ---------------------------------------------------------------------------
+# untrusted text (issue #38): special strings stay text, invisible characters are dropped, work is bounded
+
+CLEAN_BEAN = "Alan Bean was born in Wheeler, Texas and worked as a test pilot."
+# zero-width, bidi and control characters a reader does not see
+HIDDEN_BEAN = "\ufeffAlan\u200b Bean was \u202eborn\u202c in Whee\u200bler,\x00 Texas and \u2066worked\u2069 as a test pilot."
+HIDDEN_TRIPLES = ["Alan_Bean | birth\u200bPlace | Wheeler,\u202e_Texas", "Alan_Bean\x00 | occupation | Test_pilot\ufeff"]
+
+
+def _texts_and_scores(out):
+    return [(e["score"], e["label"], [c["probabilities"] for c in e["checks"]]) for e in out["examples"]]
+
+
+def test_invisible_characters_give_the_clean_result(tiny_metric):
+    clean = tiny_metric.compute(predictions=[CLEAN_BEAN], tables=[TRIPLES], per_example=True, show_progress=False)
+    hidden = tiny_metric.compute(predictions=[HIDDEN_BEAN], tables=[HIDDEN_TRIPLES], per_example=True, show_progress=False)
+    assert hidden == clean  # scores, checks, facts and what is shown: all as for the clean text
+
+
+def test_special_strings_in_a_text_are_read_as_characters(tiny_metric):
+    """The tiny tokenizer lowercases: "[SEP]" read as characters is "[sep]", which
+    is no special token. Read as the separator, it scored differently (#38, item 2)."""
+    hostile = "Alan Bean [SEP] was born in [SEP] Wheeler, Texas [CLS] [MASK] and worked as a test pilot."
+    lowered = "Alan Bean [sep] was born in [sep] Wheeler, Texas [cls] [mask] and worked as a test pilot."
+    kwargs = dict(tables=[TRIPLES + ["Alan_Bean | nationality | [SEP]"]], per_example=True, show_progress=False)
+    assert _texts_and_scores(tiny_metric.compute(predictions=[hostile], **kwargs)) == \
+        _texts_and_scores(tiny_metric.compute(predictions=[lowered], **{**kwargs, "tables": [TRIPLES + ["Alan_Bean | nationality | [sep]"]]}))
+    tok = tiny_metric.scorer.tokenizer
+    ids = tok(hostile, "The nationality of Alan Bean is [SEP].")["input_ids"]
+    assert ids.count(tok.sep_token_id) == 2 and ids.count(tok.cls_token_id) == 1  # only the template's
+
+
+def test_a_long_text_is_read_up_to_the_cap(tiny_metric, monkeypatch):
+    """A 100,000-character text costs what its first MAX_TEXT_TOKENS tokens cost, and says so."""
+    scorer = tiny_metric.scorer
+    fed = []
+    predict = scorer.predict_features
+    monkeypatch.setattr(scorer, "predict_features", lambda features: fed.append(len(features)) or predict(features))
+    sentence = "Alan Bean was born in Wheeler, Texas and worked as a test pilot. "
+    windows = {}
+    for chars in (30_000, 100_000):
+        fed.clear()
+        ex = tiny_metric.compute(predictions=[(sentence * (chars // len(sentence) + 1))[:chars]], tables=[TRIPLES],
+                                 per_example=True, show_progress=False)["examples"][0]
+        assert ex["truncated"] and ex["text_truncated"]
+        windows[chars] = (sum(fed), [c["windows"] for c in ex["checks"]])
+    assert windows[30_000] == windows[100_000]  # the same work: both read their first MAX_TEXT_TOKENS tokens
+    short = tiny_metric.compute(predictions=[sentence], tables=[TRIPLES], per_example=True, show_progress=False)["examples"][0]
+    assert not short["truncated"] and not short["text_truncated"]
+
+
+def test_cap_texts_cuts_only_what_is_over(tiny_nli):
+    scorer = _sibling("nli_model").NLIScorer(tiny_nli, device="cpu")
+    text = "the city is near the river . " * 10
+    n = len(scorer.tokenizer(text, add_special_tokens=False)["input_ids"])
+    assert scorer.cap_texts([text, text + "   "], max_tokens=n) == [(text, False), (text + "   ", False)]
+    (cut, was_cut), = scorer.cap_texts([text], max_tokens=n - 2)
+    assert was_cut and text.startswith(cut) and len(scorer.tokenizer(cut, add_special_tokens=False)["input_ids"]) == n - 2
+
+
+def test_stages_are_timed(tiny_metric):
+    from d2t_metrics import timing
+
+    timing.reset()
+    tiny_metric.compute(predictions=[CLEAN_BEAN], tables=[TRIPLES], show_progress=False)
+    assert {"templates", "nli"} <= {path[-1] for path in timing.totals()}
+
+
+def test_checkpoint_reads_hostile_text_as_the_clean_text():
+    """The shipped checkpoint (MiniLM, uncased): invisible characters change nothing, and
+    "[SEP]" is read as the characters "[sep]" are."""
+    m = load(CHECKPOINT, "default")
+    out = m.compute(predictions=[CLEAN_BEAN, HIDDEN_BEAN, "Alan Bean [SEP] was born in Wheeler, Texas [CLS] and worked as a test pilot.",
+                                 "Alan Bean [sep] was born in Wheeler, Texas [cls] and worked as a test pilot."],
+                    tables=[TRIPLES, HIDDEN_TRIPLES, TRIPLES, TRIPLES], per_example=True, show_progress=False)
+    clean, hidden, special, lowered = _texts_and_scores(out)
+    assert hidden == clean and special == lowered

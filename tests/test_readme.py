@@ -1,6 +1,7 @@
 """The README's commands and code snippets are the ones that work, and the numbers it
 states (wheel size and file count, the tests that skip without ../shared) are true."""
 
+import argparse
 import doctest
 import os
 import re
@@ -83,9 +84,17 @@ def test_command_line_options_in_the_readme_exist():
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices
     section = README.split("## Command line", 1)[1].split("\n## ", 1)[0]
+    # a launcher's command line (torchrun, accelerate) carries the launcher's own options
+    section = re.sub(r"`(?:torchrun|accelerate launch) [^`]*`", "", section)
     for command in re.findall(r"^d2t-metrics (\w[\w-]*)", section, flags=re.M):
         assert command in commands, f"README shows `d2t-metrics {command}`, which does not exist"
     known = {option for sub in commands.values() for action in sub._actions for option in action.option_strings}
+    # `explain` parses its own arguments when it runs (d2t_metrics.explain.add_arguments)
+    from d2t_metrics import explain
+
+    explain_parser = argparse.ArgumentParser()
+    explain.add_arguments(explain_parser)
+    known |= {option for action in explain_parser._actions for option in action.option_strings}
     for option in set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", section)):
         assert option in known, f"README names {option}, which no d2t-metrics command takes"
 

@@ -250,3 +250,40 @@ def test_extraction_keeps_the_mentions_article_and_possessive():
     # "the" and paraphrased mentions are left alone.
     assert restore_mention_words("AGENT-1 is in PATIENT-1 .", "PATIENT-1", "the United States", "United_States") == "AGENT-1 is in PATIENT-1 ."
     assert restore_mention_words("AGENT-1 is in PATIENT-1 .", "PATIENT-1", "the US", "United_States") == "AGENT-1 is in PATIENT-1 ."
+
+
+# ---------------------------------------------------------------------------
+# Templates from several training sets, without the test inputs
+
+
+def _write_webnlg(path, entries):
+    """A WebNLG XML file of ``entries``: (triples, [texts]) each."""
+    rows = []
+    for n, (triples, texts) in enumerate(entries, 1):
+        mtriples = "".join(f"<mtriple>{t}</mtriple>" for t in triples)
+        lexs = "".join(f'<lex comment="good" lid="Id{i}">{t}</lex>' for i, t in enumerate(texts, 1))
+        rows.append(f'<entry category="Test" eid="Id{n}" size="{len(triples)}">'
+                    f"<modifiedtripleset>{mtriples}</modifiedtripleset>{lexs}</entry>")
+    path.write_text(f'<?xml version="1.0" ?><benchmark><entries>{"".join(rows)}</entries></benchmark>', encoding="utf-8")
+
+
+def test_extraction_excludes_test_inputs_and_keeps_missing_predicates(tmp_path):
+    train, test = tmp_path / "train.xml", tmp_path / "test.xml"
+    _write_webnlg(train, [
+        (["Ada_Lovelace | fooPredicate | London"], ["Ada Lovelace foos in London."]),
+        (["Ada_Lovelace | barPredicate | Paris"], ["Ada Lovelace bars to Paris."]),
+        (["Alan_Turing | barPredicate | Rome"], ["Alan Turing bars to Rome."]),
+        (["Alan_Bean | birthPlace | Wheeler,_Texas"], ["Alan Bean hails from Wheeler, Texas."]),
+    ])
+    # the test input is the first entry (spelt with spaces, as v1.6 and v3.0 differ)
+    _write_webnlg(test, [(["Ada Lovelace | fooPredicate | London"], ["Ada Lovelace foos in London."])])
+    out = tmp_path / "out.json"
+    assert extract_main(["--webnlg", str(train), "--exclude-inputs", str(test), "--missing-from", "webnlg",
+                         "--out", str(out)]) == 0
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["entries_excluded"] == 1
+    # fooPredicate was only seen in a test input; birthPlace has a shipped WebNLG 2017 template
+    assert data["templates"] == {"barPredicate": "<subject> bars to <object>."}
+    # without the filters, both come back
+    assert extract_main(["--webnlg", str(train), "--out", str(out)]) == 0
+    assert {"fooPredicate", "barPredicate", "birthPlace"} <= set(json.loads(out.read_text(encoding="utf-8"))["templates"])

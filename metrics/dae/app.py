@@ -48,8 +48,8 @@ def _colour(p: float) -> str:
 
 def render(example, words=None) -> str:
     """HTML: the text with each word coloured by the lowest probability of the
-    arcs it takes part in (words in no arc stay plain), then the arcs, worst first
-    (those below 0.5, not entailed, in bold)."""
+    arcs it takes part in (words in no arc stay plain), the arcs not entailed
+    (below 0.5), then every arc, worst first, collapsed."""
     arcs = example["arcs"]
     word_min = {}
     for a in arcs:
@@ -66,22 +66,32 @@ def render(example, words=None) -> str:
         else:
             parts.append(html.escape(w))
     text = " ".join(parts)
-    rows = "".join(
-        f'<tr style="font-weight:{"bold" if a["probability"] < 0.5 else "normal"}"><td>{html.escape(a["head"])}</td>'
-        f'<td><code>{html.escape(a["relation"])}</code></td><td>{html.escape(a["child"])}</td>'
-        f'<td style="background:{_colour(a["probability"])}">{a["probability"]:.3f}</td></tr>'
-        for a in sorted(arcs, key=lambda a: a["probability"])
-    )
+    ordered = sorted(arcs, key=lambda a: a["probability"])
+    bad = [a for a in ordered if a["probability"] < 0.5]
     if example.get("no_arcs") or not arcs:
         verdict = "no arcs to judge"
     else:
         verdict = "all arcs entailed" if example["ok"] else f'{example["not_entailed"]} arc(s) not entailed'
     low = example.get("min_score", example.get("min", 0.0))
+    # The arcs below 0.5 stay in view; the full list (as long as the text) is collapsed.
+    shown = f"<p>Arcs not entailed by the source:</p>{_arc_table(bad)}" if bad else ""
     return (
         f'<p><b>DAE score {example["score"]:.3f}</b> (min {low:.3f}; {verdict})</p>'
-        f"<p>{text or '<i>no arcs to judge</i>'}</p>"
-        f"<table><tr><th>head</th><th>relation</th><th>child</th><th>P(entailed)</th></tr>{rows}</table>"
+        f"<p>{text or '<i>no arcs to judge</i>'}</p>{shown}"
+        f"<details><summary>All {len(arcs)} arcs with their P(entailed), worst first</summary>{_arc_table(ordered)}</details>"
     )
+
+
+def _arc_table(arcs) -> str:
+    """A scrollable table of arcs (those below 0.5, not entailed, in bold)."""
+    rows = "".join(
+        f'<tr style="font-weight:{"bold" if a["probability"] < 0.5 else "normal"}"><td>{html.escape(a["head"])}</td>'
+        f'<td><code>{html.escape(a["relation"])}</code></td><td>{html.escape(a["child"])}</td>'
+        f'<td style="background:{_colour(a["probability"])}">{a["probability"]:.3f}</td></tr>'
+        for a in arcs
+    )
+    return ('<div class="d2t-scroll" style="overflow-x:auto;max-width:100%"><table style="margin:0">'
+            f"<tr><th>head</th><th>relation</th><th>child</th><th>P(entailed)</th></tr>{rows}</table></div>")
 
 
 def words_of(metric, prediction):

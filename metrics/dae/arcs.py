@@ -162,6 +162,10 @@ LEXICAL_FEATURES = ARC_FEATURES[:5]
 
 NEGATION_WORDS = frozenset({"not", "n't", "never", "no", "nor"})
 
+# Occurrences of a word in the source that the closeness and negation features
+# look at (the first ones); a source of a few hundred characters never has more.
+MAX_OCCURRENCES = 64
+
 
 def is_negated(token) -> bool:
     """The word has a negation dependent (*not*, *n't*, *never*, *no*)."""
@@ -213,7 +217,9 @@ class SourceIndex:
         self._closeness: Dict[Tuple[str, ...], float] = {}
 
     def _tokens(self, lemma: str, text: str) -> List[Any]:
-        return self.occurrences.get(lemma) or self.occurrences.get(text.lower()) or []
+        # the first MAX_OCCURRENCES only: path_closeness pairs every occurrence of
+        # the head with every one of the child, quadratic in a long source's frequent words
+        return (self.occurrences.get(lemma) or self.occurrences.get(text.lower()) or [])[:MAX_OCCURRENCES]
 
     def path_closeness(self, arc: Arc) -> float:
         key = (arc.head_lemma, arc.head.lower(), arc.child_lemma, arc.child.lower())

@@ -13,7 +13,9 @@ from d2t_metrics.inputs import TABLE
 from d2t_metrics.inputs import TEXT
 from d2t_metrics.inputs import check_batch_size
 from d2t_metrics.inputs import decode_column
+from d2t_metrics.inputs import plain_table
 from d2t_metrics.metric import D2TMetric
+from d2t_metrics.untrusted import plain_text
 from d2t_metrics.hub import missing_model_error
 from d2t_metrics.verbalize import default_verbalizer
 
@@ -80,10 +82,17 @@ Returns:
         "not_entailed" (arcs below threshold), "num_arcs", "no_arcs" (True
         when the text has no dependency arc to judge: empty, one word, or
         unparsed text; it states nothing verifiable, so it is not credited),
-        "truncated" (the source was windowed, or a word of the prediction
-        longer than 16 sub-tokens was fed to the model as its first 16) and
+        "truncated" (the source was windowed, a word of the prediction
+        longer than 16 sub-tokens was fed to the model as its first 16, or
+        a cap on work was reached: only the first 10,000 characters of a
+        prediction and 20,000 of a source are parsed, and the first 1,000
+        arcs of a prediction scored; see scorer.MAX_PARSE_CHARS,
+        MAX_SOURCE_CHARS, MAX_ARCS) and
         "arcs": head, relation, child, their word indices and the
         probability of each arc.
+    Texts, sources and table values are read as plain text: "[SEP]" in them
+    is characters, never a special token, and zero-width, bidi and control
+    characters are dropped before parsing.
 Examples:
     >>> import d2t_metrics
     >>> dae = d2t_metrics.load("dae", "rule")  # evaluate.load("./metrics/dae", "rule") in a checkout
@@ -112,10 +121,11 @@ def default_model_path():
 
 
 def source_texts(inputs):
-    """The source text of each stored input: a text as it is, a table verbalized
-    into one sentence per fact (templates, with the generic back-off)."""
+    """The source text of each stored input, as plain text (``untrusted.plain_text``:
+    no zero-width, bidi or control characters): a text as it is, a table
+    verbalized into one sentence per fact (templates, with the generic back-off)."""
     verbalizer = default_verbalizer()  # built once per process, not per call
-    return [x if isinstance(x, str) else verbalizer.verbalize_text(x) for x in inputs]
+    return [plain_text(x) if isinstance(x, str) else verbalizer.verbalize_text(plain_table(x)) for x in inputs]
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
@@ -180,7 +190,9 @@ class DAE(D2TMetric):
                 model += "@" + fingerprint
         spacy_name = self.spacy_model if isinstance(self.spacy_model, str) else "custom"
         length = self.max_length or DEFAULT_MAX_LENGTH
-        return f"dae|config:{self.config_name}|model:{model}|spacy:{spacy_name}|max_len:{length}|version:1.0"
+        # 1.1: tables verbalized with the WebNLG 3.0 templates too (d2t_metrics/templates/webnlg_v3.json);
+        # texts read without invisible characters, long ones capped (``truncated``)
+        return f"dae|config:{self.config_name}|model:{model}|spacy:{spacy_name}|max_len:{length}|version:1.1"
 
     def _check_option_values(self, options):
         threshold = options.get("threshold", THRESHOLD)
@@ -188,18 +200,23 @@ class DAE(D2TMetric):
             raise ValueError(f"threshold must be a number in (0, 1), got {threshold!r}")
         check_batch_size(options.get("batch_size", 32))
 
-    def _compute(self, predictions, tables, per_example=False, batch_size=32, show_progress=True, threshold=THRESHOLD):
-        # Checked by compute()/add_batch()/add() before evaluate stored them.
-        texts = predictions
-        srcs = source_texts(decode_column(tables, table_only=False))
-        scorer = self.load_model()
-        examples = scorer.score(srcs, texts, batch_size=int(batch_size), show_progress=show_progress, threshold=float(threshold))
+    def corpus_scores(self, examples):
+        """Means of the per-example score, lowest arc probability and OK flag (shards join by it)."""
         n = max(len(examples), 1)
-        result = {
+        return {
             "score": sum(e["score"] for e in examples) / n,
             "min_score": sum(e["min_score"] for e in examples) / n,
             "ok_rate": sum(e["ok"] for e in examples) / n,
         }
+
+    def _compute(self, predictions, tables, per_example=False, batch_size=32, show_progress=True, threshold=THRESHOLD):
+        # Checked by compute()/add_batch()/add() before evaluate stored them.
+        # The parser and the model read what a reader sees (untrusted.plain_text).
+        texts = [plain_text(t) for t in predictions]
+        srcs = source_texts(decode_column(tables, table_only=False))
+        scorer = self.load_model()
+        examples = scorer.score(srcs, texts, batch_size=int(batch_size), show_progress=show_progress, threshold=float(threshold))
+        result = self.corpus_scores(examples)
         if per_example:
             result["examples"] = examples
         return result

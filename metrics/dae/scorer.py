@@ -33,23 +33,65 @@ a hypothesis word of more than ``MAX_WORD_PIECES`` sub-tokens (a long URL, a
 run of CJK characters, ``1.1.1...``) is fed to the encoder as its longest
 prefix of at most that many sub-tokens (and at most the segment budget), and
 the example is marked ``truncated``. Every segment therefore fits
-``max_length`` by construction; no word or arc of the hypothesis is dropped,
-and no input crashes on length.
+``max_length`` by construction, and no input crashes on length.
+
+**Bounded work.** Parsing and scoring grow with the text, so each scorer
+reads at most :data:`MAX_PARSE_CHARS` characters of a prediction and
+:data:`MAX_SOURCE_CHARS` of a source (cut at a space), and scores at most
+:data:`MAX_ARCS` arcs of a prediction (the first ones, in text order); only
+the segments holding a scored arc's words are encoded. An example past a cap
+is marked ``truncated``; its score is the mean over the arcs read. The caps
+are far above the texts DAE is made for (summaries and data-to-text outputs
+of a few hundred characters), and a 100,000-character text then costs what
+its first 10,000 characters cost.
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from d2t_metrics.timing import stage
+
 from .arcs import LEXICAL_FEATURES, Arc, SourceIndex, arc_keys, doc_arcs, load_spacy, rule_score, select_window
 from .model import DEFAULT_MAX_LENGTH, encode_pairs, load_dae_checkpoint
 
 THRESHOLD = 0.5
 
+# The caps on work per example (module docstring): characters of a prediction
+# and of a source that are parsed, and arcs of a prediction that are scored.
+MAX_PARSE_CHARS = 10_000
+MAX_SOURCE_CHARS = 20_000
+MAX_ARCS = 1_000
+
 # Sub-tokens of one hypothesis word the encoder sees. The word's vector is its
 # first sub-token's, so a few more only add context; more than this would let
 # one word (a URL, a run of CJK characters) crowd out its sentence, or not fit at all.
 MAX_WORD_PIECES = 16
+
+
+def cap_text(text: str, limit: int) -> Tuple[str, bool]:
+    """``(text, False)`` within ``limit`` characters, else ``(its first part, True)``:
+    cut at the last white space of the first ``limit`` characters (or at the
+    limit when that space sits in its first half)."""
+    if len(text) <= limit:
+        return text, False
+    cut = text[:limit]
+    space = max(cut.rfind(c) for c in " \n\t")
+    return (cut[:space] if space > limit // 2 else cut), True
+
+
+def capped_arcs(doc, max_arcs: Optional[int] = None) -> Tuple[List[Arc], bool]:
+    """The first ``max_arcs`` (default :data:`MAX_ARCS`) arcs of ``doc`` (text order) and whether there were more."""
+    max_arcs = MAX_ARCS if max_arcs is None else int(max_arcs)
+    arcs = doc_arcs(doc)
+    return arcs[:max_arcs], len(arcs) > max_arcs
+
+
+def _cap_inputs(sources: Sequence[str], hypotheses: Sequence[str]) -> Tuple[List[str], List[str], List[bool]]:
+    """Sources and hypotheses within the parse caps, and per example whether either was cut."""
+    srcs = [cap_text(s, MAX_SOURCE_CHARS) for s in sources]
+    hyps = [cap_text(h, MAX_PARSE_CHARS) for h in hypotheses]
+    return [s for s, _ in srcs], [h for h, _ in hyps], [a or b for (_, a), (_, b) in zip(srcs, hyps)]
 
 
 def parse_unique(nlp, texts: Sequence[str], batch_size: int = 64) -> Dict[str, Any]:
@@ -93,13 +135,16 @@ class RuleScorer:
 
     def score(self, sources: Sequence[str], hypotheses: Sequence[str], batch_size: int = 32, show_progress: bool = False,
               threshold: float = THRESHOLD) -> List[Dict[str, Any]]:
-        docs = parse_unique(self.nlp, list(sources) + list(hypotheses))
-        src_keys = {s: arc_keys(doc_arcs(docs[s])) for s in set(sources)}
+        sources, hypotheses, cut = _cap_inputs(sources, hypotheses)
+        with stage("parse"):
+            docs = parse_unique(self.nlp, list(sources) + list(hypotheses))
         out = []
-        for src, hyp in zip(sources, hypotheses):
-            arcs = doc_arcs(docs[hyp])
-            _, per_arc = rule_score(arcs, src_keys[src])
-            out.append(_result(arcs, per_arc, threshold))
+        with stage("arcs"):
+            src_keys = {s: arc_keys(doc_arcs(docs[s])) for s in set(sources)}
+            for src, hyp, text_cut in zip(sources, hypotheses, cut):
+                arcs, more = capped_arcs(docs[hyp])
+                _, per_arc = rule_score(arcs, src_keys[src])
+                out.append(_result(arcs, per_arc, threshold, text_cut or more))
         return out
 
 
@@ -224,26 +269,32 @@ class DAEScorer:
         from d2t_metrics.batching import length_sorted_batches
         from d2t_metrics.hub import progress
 
-        docs = parse_unique(self.nlp, list(sources) + list(hypotheses))
-        src_cache = {s: self._source_sentences(docs[s]) for s in set(sources)}
-        use_features = bool(self.feature_names)
-        src_index = {s: SourceIndex(docs[s]) for s in set(sources)} if use_features else {}
-        all_arcs: List[List[Arc]] = []
-        segs = []  # (example, offset, hyp words, src words)
-        truncated = [False] * len(hypotheses)
-        for i, (src, hyp) in enumerate(zip(sources, hypotheses)):
-            arcs = doc_arcs(docs[hyp])
-            all_arcs.append(arcs)
-            if not arcs:
-                continue
-            for off, hw, sw, cut in self.segments(docs[hyp], *src_cache[src]):
-                segs.append((i, off, hw, sw))
-                truncated[i] = truncated[i] or cut
-        needed = {(i, w) for i, arcs in enumerate(all_arcs) for a in arcs for w in (a.head_i, a.child_i)}
+        sources, hypotheses, truncated = _cap_inputs(sources, hypotheses)
+        with stage("parse"):
+            docs = parse_unique(self.nlp, list(sources) + list(hypotheses))
+        with stage("arcs"):
+            src_cache = {s: self._source_sentences(docs[s]) for s in set(sources)}
+            use_features = bool(self.feature_names)
+            src_index = {s: SourceIndex(docs[s]) for s in set(sources)} if use_features else {}
+            all_arcs: List[List[Arc]] = []
+            segs = []  # (example, offset, hyp words, src words)
+            for i, (src, hyp) in enumerate(zip(sources, hypotheses)):
+                arcs, more = capped_arcs(docs[hyp])
+                all_arcs.append(arcs)
+                truncated[i] = truncated[i] or more
+                if not arcs:
+                    continue
+                words = sorted({w for a in arcs for w in (a.head_i, a.child_i)}) if more else []
+                for off, hw, sw, cut in self.segments(docs[hyp], *src_cache[src]):
+                    if more and not any(off <= w < off + len(hw) for w in words):
+                        continue  # past MAX_ARCS: no scored arc has a word here, so it is not encoded
+                    segs.append((i, off, hw, sw))
+                    truncated[i] = truncated[i] or cut
+            needed = {(i, w) for i, arcs in enumerate(all_arcs) for a in arcs for w in (a.head_i, a.child_i)}
         vec_index: Dict[Tuple[int, int], int] = {}
         vectors = []
         batches = length_sorted_batches([len(hw) + len(sw) for _, _, hw, sw in segs], batch_size)
-        with torch.inference_mode():
+        with stage("arc scoring"), torch.inference_mode():
             for batch in progress(batches, total=len(batches), desc="DAE", enabled=show_progress):
                 enc, positions = encode_pairs(self.tokenizer, [segs[k][3] for k in batch], [segs[k][2] for k in batch], self.max_length)
                 enc = {k: v.to(self.device) for k, v in enc.items()}

@@ -55,11 +55,37 @@ def _rows(questions, threshold: float = 0.5) -> str:
     return "".join(rows) or '<tr><td colspan="7"><i>no question</i></td></tr>'
 
 
+THRESHOLD = 0.5  # a question scoring below it counts against the text (as ``missing`` and ``unsupported`` do)
+FAILED_SHOWN = 8  # failed questions in view; the others are one click away
+HEAD = ("<tr><th>question</th><th>expected</th><th>answer found</th><th>answerability</th><th>F1</th>"
+        "<th>BERTScore</th><th>score</th></tr>")
+SHORT_HEAD = "<tr><th>question</th><th>expected</th><th>answer found</th><th>score</th></tr>"
+
+
+def _table(rows: str, head: str = HEAD) -> str:
+    """A question table in its own scrolling box: seven columns do not fit a phone."""
+    return f'<div class="d2t-scroll" style="overflow-x:auto;max-width:100%"><table style="margin:0">{head}{rows}</table></div>'
+
+
+def _failed(q) -> bool:
+    return (q.get("score") or 0) < THRESHOLD
+
+
+def _failed_rows(failed) -> str:
+    """Compact rows (question, expected, found, score) of failed questions, each tagged with what it was asked about."""
+    rows = []
+    for about, q in failed:
+        predicted = html.escape(str(q["predicted"])) if q.get("predicted") else "<i>no answer</i>"
+        rows.append(f'<tr style="background:{BAD}"><td>{html.escape(str(q.get("question", "")))}<br><small>{html.escape(about)}</small></td>'
+                    f'<td>{html.escape(str(q.get("answer", "")))}</td><td>{predicted}</td><td><b>{_number(q.get("score"))}</b></td></tr>')
+    return "".join(rows)
+
+
 def explain(example, prediction, metric=None) -> str:
-    """HTML for one example of ``compute(..., per_example=True)``: its scores and,
-    for each source, the questions asked both ways."""
-    head = ("<tr><th>question</th><th>expected</th><th>answer found</th><th>answerability</th><th>F1</th>"
-            "<th>BERTScore</th><th>score</th></tr>")
+    """HTML for one example of ``compute(..., per_example=True)``: its scores,
+    the questions that failed (those a reader checks first: the first
+    :data:`FAILED_SHOWN` in view, the others collapsed), then every question
+    asked both ways, collapsed (there can be dozens)."""
     parts = [f'<div class="dqe-explanation"><p>score <b>{_number(example.get("score"))}</b> · precision '
              f'<b>{_number(example.get("precision"))}</b> · recall <b>{_number(example.get("recall"))}</b> '
              f'(from the {html.escape(str(example.get("source", "table")))})</p>']
@@ -68,14 +94,26 @@ def explain(example, prediction, metric=None) -> str:
     if example.get("unsupported"):
         parts.append("<p>Answers of the text the table does not support: "
                      + ", ".join(html.escape(str(m)) for m in example["unsupported"]) + "</p>")
+    groups = []  # (heading, what the questions were asked about, questions) per source and direction
     for src in example.get("sources") or []:
-        name = html.escape(str(src.get("source", "table")))
-        parts.append(
-            f"<h4>Questions about the {name}, answered on the text (recall {_number(src.get('recall'))})</h4>"
-            f"<table>{head}{_rows(src.get('from_source') or [])}</table>"
-            f"<h4>Questions about the text, answered on the {name} (precision {_number(src.get('precision'))})</h4>"
-            f"<table>{head}{_rows(src.get('from_text') or [])}</table>")
-    parts.append("</div>")
+        name = str(src.get("source", "table"))
+        groups.append((f"Questions about the {name}, answered on the text (recall {_number(src.get('recall'))})",
+                       f"about the {name}, answered on the text", src.get("from_source") or []))
+        groups.append((f"Questions about the text, answered on the {name} (precision {_number(src.get('precision'))})",
+                       f"about the text, answered on the {name}", src.get("from_text") or []))
+    total = sum(len(qs) for _, _, qs in groups)
+    failed = [(about, q) for _, about, qs in groups for q in qs if _failed(q)]
+    parts.append(f"<h4>Questions that failed ({len(failed)} of {total}; score &lt; {THRESHOLD})</h4>")
+    if failed:
+        parts.append(_table(_failed_rows(failed[:FAILED_SHOWN]), SHORT_HEAD))
+        if len(failed) > FAILED_SHOWN:
+            parts.append(f"<details><summary>{len(failed) - FAILED_SHOWN} more failed questions</summary>"
+                         f"{_table(_failed_rows(failed[FAILED_SHOWN:]), SHORT_HEAD)}</details>")
+    else:
+        parts.append("<p>None: every answer was found.</p>")
+    parts.append(f"<details><summary>All {total} questions, both ways, with their scores</summary>")
+    parts.extend(f"<h4>{html.escape(heading)}</h4>{_table(_rows(qs))}" for heading, _, qs in groups)
+    parts.append("</details></div>")
     return "".join(parts)
 
 

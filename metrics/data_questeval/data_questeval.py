@@ -1,8 +1,10 @@
 """Data-QuestEval (Rebuffel et al., 2021): a reference-less data-to-text metric
 that asks questions about the table and the text and compares the answers."""
 
+import dataclasses
 import numbers
 import os
+import re
 
 import evaluate
 
@@ -15,6 +17,8 @@ from d2t_metrics.inputs import check_batch_size
 from d2t_metrics.inputs import decode_table
 from d2t_metrics.linearize import linearize
 from d2t_metrics.metric import D2TMetric
+from d2t_metrics.untrusted import plain_text
+from d2t_metrics.untrusted import special_strings
 
 # evaluate's loader copies only the sibling files this script imports itself
 # (not those its siblings import), so every one is imported here (and with no
@@ -36,7 +40,9 @@ from .scoring import mean_or_none
 # 1.3: the project's text QG retrained (both SQuAD halves, 1,200 steps); questions_per_text_answer
 # 1.4: with the project's text QG, three questions per text answer candidate by default; T5 scores unchanged
 # 1.5: the project's text QA retrained (more unanswerable examples); with the project's table QG, five questions per value
-VERSION = "1.5"
+# 1.6: invisible characters dropped and special-token strings read as characters; caps on table values
+#      and QA windows with a truncated flag (never binding on WebNLG 2017 or E2E: their scores are 1.5's)
+VERSION = "1.6"
 
 _CITATION = """\
 @inproceedings{rebuffel-etal-2021-data,
@@ -88,6 +94,12 @@ Args:
         every question asked, its expected and predicted answer and scores.
     batch_size (int): QG/QA inputs per batch (default 32).
     max_answers (int): answer candidates per text at most (default 64).
+    max_table_values (int): table values asked about per table at most
+        (default 16; WebNLG 2017 and E2E tables have at most 9).
+    max_qa_windows (int): windows of a context the span QA reads per
+        question at most (default 8, about 1,600 tokens; every WebNLG 2017 and
+        E2E text and table fits one). An example for which any of the three
+        caps left something out is marked "truncated".
     questions_per_value (int, optional): questions asked about each table
         value (beam search; 1 to 8). Default: 5 with the project's table QG,
         whose single questions are often badly formed, so that one bad
@@ -123,9 +135,10 @@ Returns:
         among the context's answer candidates: the questions asked about
         one table value share it), "predicted" ("" for no answer),
         "answerability", "f1", "bertscore" and "score"), "missing" (table
-        values whose questions the text does not answer, mean score < 0.5) and
+        values whose questions the text does not answer, mean score < 0.5),
         "unsupported" (answers of the text whose question the table does not
-        answer, score < 0.5).
+        answer, score < 0.5) and "truncated" (True when a cap, max_answers,
+        max_table_values or max_qa_windows, left part of the input unread).
 Examples:
     >>> import d2t_metrics
     >>> dqe = d2t_metrics.load("data_questeval", model=d2t_metrics.checkpoint_path("data_questeval"))
@@ -154,10 +167,19 @@ QUESTEVAL_MODELS = {
 TRAIN_COMMAND = "python -m training.data_questeval.train"
 DEFAULT_SPACY_MODEL = "en_core_web_sm"
 MAX_ANSWERS = 64
+# Caps that bound a call's work on a huge table or text (a 500-triple table or a 100,000-character text
+# finishes in under a minute on a 2-core CPU); neither binds on WebNLG 2017 (at most 9 values, one
+# window) or E2E (8 values), so the benchmark's scores do not depend on them.
+MAX_TABLE_VALUES = 16
+MAX_QA_WINDOWS = 8
 # questions per answer with the project's QGs (a T5 QG asks one, as QuestEval does): a table's
 # questions are generated once for all the texts scored on it, a text's for every text
 GENERATOR_QUESTIONS = {"table_qg": 5, "text_qg": 3}
 MAX_QUESTIONS_PER_ANSWER = 8
+# BERT's, T5's / RoBERTa's and the chat models' control strings: removed from texts and tables with
+# the loaded tokenizers' own (none occurs in WebNLG 2017 or E2E)
+COMMON_CONTROL_STRINGS = ("[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]", "<s>", "</s>", "<pad>", "<unk>", "<mask>",
+                          "<|endoftext|>", "<|im_start|>", "<|im_end|>")
 QUESTION_CACHE_SIZE = 50_000
 
 
@@ -255,6 +277,14 @@ class DataQuestEval(D2TMetric):
             self._bertscore = AnswerBERTScore(self.bertscore_model, device=self.device_name, layer=self.bertscore_layer)
         return self._backends
 
+    def _control_strings(self):
+        """The special-token strings of every tokenizer the loaded models read with, and those of the
+        common model families (a text written for another model's tokenizer)."""
+        found = set(COMMON_CONTROL_STRINGS)
+        for model in list(self._backends.values()) + [self._bertscore]:
+            found.update(special_strings(getattr(model, "tokenizer", None)))
+        return sorted(found, key=len, reverse=True)
+
     def questions_per_value(self, given=None) -> int:
         """``given``, else the default for the table QG: 5 for the project's generator, 1 for a T5 QG."""
         return self._questions_per("table_qg", given)
@@ -284,6 +314,10 @@ class DataQuestEval(D2TMetric):
                  f"questions_per_text_answer:{self.questions_per_text_answer(options.get('questions_per_text_answer'))}"]
         if options.get("use_references") is False:
             parts.append("refs:no")
+        caps = (options.get("max_answers", MAX_ANSWERS), options.get("max_table_values", MAX_TABLE_VALUES),
+                options.get("max_qa_windows", MAX_QA_WINDOWS))
+        if caps != (MAX_ANSWERS, MAX_TABLE_VALUES, MAX_QA_WINDOWS):
+            parts.append("caps:{}/{}/{}".format(*caps))
         return "|".join(parts + [f"version:{VERSION}"])
 
     # -- input checks, before evaluate stores anything ---------------------
@@ -292,9 +326,11 @@ class DataQuestEval(D2TMetric):
         if reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {list(REDUCTIONS)}, got {reduction!r}")
         check_batch_size(options.get("batch_size", 32))
-        max_answers = options.get("max_answers", MAX_ANSWERS)
-        if isinstance(max_answers, bool) or not isinstance(max_answers, int) or max_answers < 1:
-            raise ValueError(f"max_answers must be a positive int, got {max_answers!r}")
+        for name, default in (("max_answers", MAX_ANSWERS), ("max_table_values", MAX_TABLE_VALUES),
+                              ("max_qa_windows", MAX_QA_WINDOWS)):
+            value = options.get(name, default)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
         for name, role in (("questions_per_value", "table_qg"), ("questions_per_text_answer", "text_qg")):
             self._check_questions_per_answer(name, options.get(name), role)
         for flag in ("use_references", "use_cache", "pad_to_max_length", "per_example", "show_progress"):
@@ -314,37 +350,76 @@ class DataQuestEval(D2TMetric):
     # -- scoring -----------------------------------------------------------
     def _compute(self, predictions, references, tables, per_example=False, batch_size=32, show_progress=True,
                  use_references=True, reduction="max", max_answers=MAX_ANSWERS, use_cache=True, pad_to_max_length=False,
-                 questions_per_value=None, questions_per_text_answer=None):
+                 questions_per_value=None, questions_per_text_answer=None, max_table_values=MAX_TABLE_VALUES,
+                 max_qa_windows=MAX_QA_WINDOWS):
         backends = self.load_model()
         per_value = self.questions_per_value(questions_per_value)
+        saved_windows = {role: b.max_windows for role, b in backends.items() if hasattr(b, "max_windows")}
         for backend in backends.values():
             _set_padding(backend, pad_to_max_length)
+        for role in saved_windows:
+            backends[role].max_windows = int(max_qa_windows)
         try:
+            # zero-width, bidi and control characters, and the models' special-token strings ("[SEP]",
+            # "</s>", "<|endoftext|>"), change what a model reads, not what the text or table says
+            clean = _cleaner(self._control_strings())
+            predictions = [clean(p) for p in predictions]
             memo = {}
             linearized = []
             for i, encoded in enumerate(tables):
                 if encoded not in memo:
-                    memo[encoded] = linearize(decode_table(encoded, i))
+                    memo[encoded] = linearize(_map_table(decode_table(encoded, i), clean))
                 linearized.append(memo[encoded])
             sources = []
             for lin, refs in zip(linearized, references):
-                extra = [r for r in (refs or []) if r.strip()] if use_references else []
-                sources.append([("table", lin)] + [("text", r) for r in extra])
+                extra = [clean(r) for r in (refs or []) if r.strip()] if use_references else []
+                sources.append([("table", lin)] + [("text", r) for r in extra if r.strip()])
             run = Run(self, backends, batch_size, show_progress, max_answers, use_cache, per_value,
-                       self.questions_per_text_answer(questions_per_text_answer))
-            examples = run.score(list(predictions), sources, reduction)
+                      self.questions_per_text_answer(questions_per_text_answer), max_table_values)
+            examples = run.score(predictions, sources, reduction)
         finally:
             for backend in backends.values():
                 _set_padding(backend, False)
-        result = {
-            "score": sum(e["score"] for e in examples) / len(examples),
-            "precision": mean_or_none(e["precision"] for e in examples),
-            "recall": mean_or_none(e["recall"] for e in examples),
-            "questions": run.questions_asked,
-        }
+            for role, windows in saved_windows.items():
+                backends[role].max_windows = windows
+        result = self.corpus_scores(examples)
         if per_example:
             result["examples"] = examples
         return result
+
+    def corpus_scores(self, examples):
+        """Mean score, precision and recall of the per-example results and the questions they
+        hold, each answered once (the command line's shards join by it)."""
+        return {
+            "score": sum(e["score"] for e in examples) / len(examples),
+            "precision": mean_or_none(e["precision"] for e in examples),
+            "recall": mean_or_none(e["recall"] for e in examples),
+            "questions": sum(len(s["from_text"]) + len(s["from_source"]) for e in examples for s in e["sources"]),
+        }
+
+
+def _map_table(table, clean):
+    """``table`` with ``clean`` applied to every member of its entries (before linearizing: the
+    linearizer's tokenizer would split a value at a zero-width character)."""
+    entries = [type(entry)(*(clean(member) for member in entry)) for entry in table.entries]
+    return dataclasses.replace(table, entries=tuple(entries))
+
+
+def _cleaner(specials):
+    """A function that gives a text as a reader sees it: :func:`plain_text`, then each run of
+    ``specials`` (the models' special-token strings) with the spaces around it removed, one
+    space kept between two words."""
+    specials = [s for s in specials if len(s) > 1]
+    if not specials:
+        return plain_text
+    run = re.compile(r"(?:\s*(?:" + "|".join(map(re.escape, specials)) + r"))+\s*")
+
+    def glue(m):
+        text, start, end = m.string, m.start(), m.end()
+        between_words = start > 0 and end < len(text) and not text[end] in ".,;:!?)]}"
+        return " " if between_words else ""
+
+    return lambda text: run.sub(glue, plain_text(text))
 
 
 def _load_spacy(model):

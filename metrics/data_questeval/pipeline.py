@@ -4,10 +4,13 @@ answered in a few batched model calls, then each example's scores (QuestEval's r
 import os
 
 from d2t_metrics.checkpoints import checkpoint_fingerprint
+from d2t_metrics.timing import stage
 
 from .qa import UNANSWERABLE
 from .qa import squad_f1
 from .qg import answer_context
+from .qg import TABLE_QG_CONTEXT_WORDS
+from .qg import table_answer_context
 from .qg import table_values
 from .scoring import EXPLAIN_THRESHOLD
 from .scoring import candidate_scores
@@ -16,6 +19,12 @@ from .scoring import question_score
 from .scoring import reduce_sources
 from .scoring import side_score
 from .scoring import source_score
+
+
+# Table QG prompts asked at a time where a huge table is read around each value: each prompt holds
+# its own ~150 tokens (no beginning shared), and with five beams each a batch of 32 held GBs of keys
+# and values (5.4 GB peak for a 500-triple table, with 120-word contexts).
+LONG_TABLE_BATCH = 8
 
 
 def model_label(path):
@@ -33,22 +42,27 @@ def model_label(path):
 
 class Run:
     """One compute call: questions for every text and table, all answered in a
-    few batched model calls, then each example's scores."""
+    few batched model calls, then each example's scores.
+
+    Work is bounded (the card's *Limits*): at most ``max_table_values`` values of a table and
+    ``max_answers`` answer candidates of a text are asked about, and the QA reads at most its
+    ``max_windows`` windows of a context; an example for which any of these bound is marked
+    ``truncated``."""
 
     def __init__(self, metric, backends, batch_size, show_progress, max_answers, use_cache, questions_per_value=1,
-                 questions_per_text_answer=1):
+                 questions_per_text_answer=1, max_table_values=None):
         self.metric, self.backends = metric, backends
         self.batch_size, self.show_progress = int(batch_size), bool(show_progress)
         self.max_answers, self.use_cache = int(max_answers), bool(use_cache)
+        self.max_table_values = int(max_table_values if max_table_values is not None else max_answers)
         self.per_value = {"table": int(questions_per_value), "text": int(questions_per_text_answer)}
-        self.questions_asked = 0
 
     # questions -------------------------------------------------------------
     def _text_answer_spans(self, texts):
-        """(answer, start, end) candidates of each text."""
+        """(answer, start, end) candidates of each text (at most ``max_answers``), and whether there were more."""
         nlp = self.metric._nlp
         docs = nlp.pipe(texts, batch_size=64)
-        out = []
+        out, cut = [], []
         for doc in docs:
             spans, seen = [], set()
             for span in list(doc.ents) + list(doc.noun_chunks):
@@ -57,38 +71,66 @@ class Run:
                     seen.add(text)
                     spans.append((text, span.start_char, span.end_char))
             out.append(spans[: self.max_answers])
-        return out
+            cut.append(len(spans) > self.max_answers)
+        return out, cut
 
     def _qg_inputs(self, kind, contexts, qg):
-        """The (answer, context) pairs QG reads for each source of ``kind``."""
+        """The (answer, context) pairs QG reads for each source of ``kind``, and whether each source had
+        more values or candidates than the cap."""
+        generator = getattr(qg, "backend", "") == "generator"
         if kind == "table":
-            return [[(v.value, c) for v in table_values(c)][: self.max_answers] for c in contexts]
+            out, cut = [], []
+            for c in contexts:
+                values = table_values(c)
+                kept = values[: self.max_table_values]
+                # the project's table QG reads a table too long for its prompt around the value (never on WebNLG/E2E)
+                out.append([(v.value, table_answer_context(c, v.start, v.end) if generator else c) for v in kept])
+                cut.append(len(values) > len(kept))
+            return out, cut
         out = []
-        for context, spans in zip(contexts, self._text_answer_spans(contexts)):
-            if getattr(qg, "backend", "") == "generator":
+        with stage("answer candidates (spaCy)"):
+            spans_of, cut = self._text_answer_spans(contexts)
+        for context, spans in zip(contexts, spans_of):
+            if generator:
                 # the project's QG was trained on the answer's sentences (about 80 words), not on whole documents
                 out.append([(a, answer_context(context, s, e)) for a, s, e in spans])
             else:
                 out.append([(a, context) for a, _, _ in spans])
-        return out
+        return out, cut
 
     def _ask(self, kind, pairs):
-        """The questions of each (answer, context) pair: a list each."""
+        """The questions of each (answer, context) pair: a list each. Pairs whose table was read around
+        the value (a huge table: each prompt its own long context, no beginning shared with the others)
+        are asked :data:`LONG_TABLE_BATCH` at a time, which bounds the beams' memory; the others as before."""
+        if kind != "table":
+            return self._ask_batched(kind, pairs, self.batch_size)
+        long_ones = [i for i, (_, context) in enumerate(pairs) if len(context.split()) >= TABLE_QG_CONTEXT_WORDS]
+        if not long_ones:
+            return self._ask_batched(kind, pairs, self.batch_size)
+        short_ones = sorted(set(range(len(pairs))) - set(long_ones))
+        out = [None] * len(pairs)
+        for chosen, batch_size in ((short_ones, self.batch_size), (long_ones, min(self.batch_size, LONG_TABLE_BATCH))):
+            for i, questions in zip(chosen, self._ask_batched(kind, [pairs[i] for i in chosen], batch_size)):
+                out[i] = questions
+        return out
+
+    def _ask_batched(self, kind, pairs, batch_size):
         qg, n = self.backends[f"{kind}_qg"], self.per_value[kind]
         if not pairs:
             return []
         answers, contexts = [a for a, _ in pairs], [c for _, c in pairs]
         if n > 1:
-            return qg.generate_alternatives(answers, contexts, n, batch_size=self.batch_size, show_progress=self.show_progress)
-        generated = qg.generate(answers, contexts, batch_size=self.batch_size, show_progress=self.show_progress)
+            return qg.generate_alternatives(answers, contexts, n, batch_size=batch_size, show_progress=self.show_progress)
+        generated = qg.generate(answers, contexts, batch_size=batch_size, show_progress=self.show_progress)
         return [[q.strip()] if q.strip() else [] for q in generated]
 
     def questions(self, items):
-        """``items``: (kind, context) pairs → for each, its [(answer, question, candidate)]: the
-        questions asked about its answer candidates, each with the candidate's index."""
+        """``items``: (kind, context) pairs → for each, ``(questions, cut)``: the questions asked about its
+        answer candidates as (answer, question, candidate index), and whether a cap left candidates out."""
         qg_of = {"table": self.backends["table_qg"], "text": self.backends["text_qg"]}
         cache = self.metric.question_cache
-        keys = [(kind, model_label(self.metric.models[f"{kind}_qg"]), self.max_answers, self.per_value[kind], context)
+        cap = {"table": self.max_table_values, "text": self.max_answers}
+        keys = [(kind, model_label(self.metric.models[f"{kind}_qg"]), cap[kind], self.per_value[kind], context)
                 for kind, context in items]
         todo = {}
         for n, (key, (kind, context)) in enumerate(zip(keys, items)):
@@ -101,14 +143,16 @@ class Run:
             if not jobs:
                 continue
             pairs, owners = [], []
-            for (k, _), inputs in zip(jobs, self._qg_inputs(kind, [ctx for _, ctx in jobs], qg_of[kind])):
+            inputs_of, cut_of = self._qg_inputs(kind, [ctx for _, ctx in jobs], qg_of[kind])
+            for (k, _), inputs, cut in zip(jobs, inputs_of, cut_of):
+                found[k] = ([], cut)
                 for candidate, (answer, qg_context) in enumerate(inputs):
                     pairs.append((answer, qg_context))
                     owners.append((k, candidate))
-            for k, _ in jobs:
-                found[k] = []
-            for (k, candidate), (answer, _), questions in zip(owners, pairs, self._ask(kind, pairs)):
-                found[k].extend((answer, question, candidate) for question in questions)
+            with stage(f"{kind} questions"):
+                asked = self._ask(kind, pairs)
+            for (k, candidate), (answer, _), questions in zip(owners, pairs, asked):
+                found[k][0].extend((answer, question, candidate) for question in questions)
         if self.use_cache:
             for k, v in found.items():
                 cache[k] = v
@@ -127,8 +171,9 @@ class Run:
                 distinct = list(dict.fromkeys((jobs[i][1], jobs[i][2]) for i in idx))
             else:
                 distinct = [(jobs[i][1], jobs[i][2]) for i in idx]
-            got = self.backends[f"{kind}_qa"].answer([q for q, _ in distinct], [c for _, c in distinct],
-                                                     batch_size=self.batch_size, show_progress=self.show_progress)
+            with stage(f"{kind} QA"):
+                got = self.backends[f"{kind}_qa"].answer([q for q, _ in distinct], [c for _, c in distinct],
+                                                         batch_size=self.batch_size, show_progress=self.show_progress)
             if self.use_cache:
                 table = dict(zip(distinct, got))
                 for i in idx:
@@ -149,13 +194,16 @@ class Run:
         asked = dict(zip(range(len(items)), self.questions(items))) if items else {}
         # then every answer: (example, source index, side, answer, question) → QA job
         plan, jobs, cursor = [], [], 0
+        truncated = [False] * len(predictions)
         for e, (hyp, srcs) in enumerate(zip(predictions, sources)):
             if not hyp.strip():
                 continue
-            hyp_questions = asked[cursor]
+            hyp_questions, cut = asked[cursor]
+            truncated[e] |= cut
             cursor += 1
             for s, (kind, context) in enumerate(srcs):
-                src_questions = asked[cursor]
+                src_questions, cut = asked[cursor]
+                truncated[e] |= cut
                 cursor += 1
                 for answer, question, candidate in hyp_questions:  # the text's claims, answered on the source
                     plan.append((e, s, "from_text", answer, question, candidate))
@@ -163,25 +211,28 @@ class Run:
                 for answer, question, candidate in src_questions:  # the source's facts, answered on the text
                     plan.append((e, s, "from_source", answer, question, candidate))
                     jobs.append(("text", question, hyp))
-        self.questions_asked = len(jobs)
         results = self.answers(jobs)
         unanswered = {kind: UNANSWERABLE if getattr(self.backends[f"{kind}_qa"], "backend", "") == "t5" else ""
                       for kind in ("table", "text")}
         pairs = [(r.answer or unanswered[job[0]], step[3]) for r, job, step in zip(results, jobs, plan)]
-        bert = self.metric._bertscore.score(pairs, show_progress=self.show_progress) if pairs else []
+        with stage("answer similarity (BERTScore)"):
+            bert = self.metric._bertscore.score(pairs, show_progress=self.show_progress) if pairs else []
 
-        examples = []
-        for e, (hyp, srcs) in enumerate(zip(predictions, sources)):
-            examples.append({"sources": [{"source": _source_name(s, kind), "from_text": [], "from_source": []}
-                                         for s, (kind, _) in enumerate(srcs)]})
-        for (e, s, side, answer, question, candidate), result, b in zip(plan, results, bert):
-            f1 = squad_f1(result.answer, answer)
-            examples[e]["sources"][s][side].append({
-                "question": question, "answer": answer, "candidate": candidate, "predicted": result.answer,
-                "answerability": round(float(result.answerability), 6), "f1": round(f1, 6), "bertscore": round(b, 6),
-                "score": round(question_score(result.answerability, f1, b), 6)})
-        for e, hyp in enumerate(predictions):
-            examples[e] = _finish(examples[e], empty=not hyp.strip(), reduction=reduction)
+        with stage("scoring"):
+            examples = []
+            for e, (hyp, srcs) in enumerate(zip(predictions, sources)):
+                examples.append({"sources": [{"source": _source_name(s, kind), "from_text": [], "from_source": []}
+                                             for s, (kind, _) in enumerate(srcs)]})
+            for (e, s, side, answer, question, candidate), result, b in zip(plan, results, bert):
+                truncated[e] |= bool(getattr(result, "truncated", False))
+                f1 = squad_f1(result.answer, answer)
+                examples[e]["sources"][s][side].append({
+                    "question": question, "answer": answer, "candidate": candidate, "predicted": result.answer,
+                    "answerability": round(float(result.answerability), 6), "f1": round(f1, 6), "bertscore": round(b, 6),
+                    "score": round(question_score(result.answerability, f1, b), 6)})
+            for e, hyp in enumerate(predictions):
+                examples[e] = _finish(examples[e], empty=not hyp.strip(), reduction=reduction)
+                examples[e]["truncated"] = truncated[e]
         return examples
 
 

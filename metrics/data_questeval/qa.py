@@ -65,6 +65,15 @@ logit per token, and the ``[CLS]`` position (index 0) stands for "no answer".
   span with the highest probability (within its window) among the windows
   that prefer a span.
 
+User text stays text: SpanQA's tokenizer reads ``[SEP]`` or ``[CLS]`` inside a
+question or context as characters (:func:`d2t_metrics.untrusted.literal_tokenizer`;
+the model's own markers are added by id), and the T5 backends, whose prompt
+holds QuestEval's live ``</s>``, escape the special strings of the question and
+the context first (:func:`d2t_metrics.untrusted.escape_special_strings`). A
+:class:`QAResult` says ``truncated`` when part of its context was not read
+(SpanQA: more windows than ``max_windows``, which the metric sets per call;
+T5: an input over 512 tokens).
+
 Both take ``answer(questions, contexts, batch_size=None, show_progress=True)``
 and ``pad_to_max_length``. :func:`load_qa` picks the backend from what it is
 given. Its one sibling import is :mod:`qg` (input checks and the recipe
@@ -81,6 +90,9 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from d2t_metrics.models import load_model
 from d2t_metrics.models import run_batched
+from d2t_metrics.untrusted import escape_special_strings
+from d2t_metrics.untrusted import literal_tokenizer
+from d2t_metrics.untrusted import special_strings
 
 from .qg import check_pairs
 from .qg import read_recipe
@@ -106,10 +118,12 @@ SPAN_MAX_WINDOWS = 32
 
 
 class QAResult(NamedTuple):
-    """One answer: ``answer`` is ``""`` when the model finds none; ``answerability`` is in [0, 1]."""
+    """One answer: ``answer`` is ``""`` when the model finds none; ``answerability`` is in [0, 1];
+    ``truncated`` says that the model read only part of the context (a window or length cap bound)."""
 
     answer: str
     answerability: float
+    truncated: bool = False
 
 
 # ---------------------------------------------------------------- SQuAD answer comparison
@@ -170,7 +184,9 @@ class _T5Runner:
     def __init__(self, name_or_path: str, device: Optional[str], dtype, pad_to_max_length: bool, max_source_length: int,
                  max_new_tokens: int, batch_size: int):
         self.name_or_path = str(name_or_path)
-        self.tokenizer, self.model = load_model(self.name_or_path, task="seq2seq", device=device, dtype=dtype, metric="data_questeval")
+        # QuestEval's prompts hold a live "</s>": special strings stay special, users' parts are escaped
+        self.tokenizer, self.model = load_model(self.name_or_path, task="seq2seq", device=device, dtype=dtype, metric="data_questeval",
+                                                literal=False)
         self.pad_to_max_length = bool(pad_to_max_length)
         self.max_source_length = int(max_source_length)
         self.max_new_tokens = int(max_new_tokens)
@@ -181,6 +197,18 @@ class _T5Runner:
     def lengths(self, inputs: Sequence[str]) -> List[int]:
         enc = self.tokenizer(list(inputs), truncation=True, max_length=self.max_source_length)
         return [len(ids) for ids in enc["input_ids"]]
+
+    def escape(self, text: str) -> str:
+        """``text`` with the tokenizer's special strings broken (QuestEval's prompts hold a literal
+        ``</s>`` separator, so the tokenizer must read special strings; the user's part must not hold one)."""
+        if not hasattr(self, "_specials"):
+            self._specials = special_strings(self.tokenizer)
+        return escape_special_strings(text, self._specials)
+
+    def cut(self, inputs: Sequence[str]) -> List[bool]:
+        """Whether each input is longer than the ``max_source_length`` tokens the model reads."""
+        enc = self.tokenizer(list(inputs), truncation=True, max_length=self.max_source_length + 1)
+        return [len(ids) > self.max_source_length for ids in enc["input_ids"]]
 
     def run(self, inputs: List[str], score_id: Optional[int]) -> List[Tuple[str, Optional[float]]]:
         import torch
@@ -246,9 +274,12 @@ class T5QA:
     def answer(self, questions: Sequence[str], contexts: Sequence[str], batch_size: Optional[int] = None,
                show_progress: bool = True) -> List[QAResult]:
         check_pairs(questions, contexts, ("questions", "contexts"))
-        inputs = [self.format_input(q, c) for q, c in zip(questions, contexts)]
+        escape = self._runner.escape
+        inputs = [self.format_input(escape(q), escape(c)) for q, c in zip(questions, contexts)]
         outs = self._runner.batched(inputs, self.unanswerable_token_id, batch_size, show_progress, "answering questions")
-        return [QAResult("" if text.lower() == UNANSWERABLE else text, _clamp01(1.0 - p)) for text, p in outs]
+        cut = self._runner.cut(inputs) if inputs else []
+        return [QAResult("" if text.lower() == UNANSWERABLE else text, _clamp01(1.0 - p), bool(c))
+                for (text, p), c in zip(outs, cut)]
 
 
 # ---------------------------------------------------------------- extractive span QA
@@ -286,14 +317,25 @@ def encode_windows(tokenizer, questions: Sequence[str], contexts: Sequence[str],
                    max_windows: Optional[int] = SPAN_MAX_WINDOWS) -> Tuple[List[Window], List[str]]:
     """The windows of every pair (see the module docstring), and the contexts as
     read (a huge one cut); window offsets point into those."""
+    windows, contexts, _ = encode_windows_counted(tokenizer, questions, contexts, max_length, stride, max_question_tokens,
+                                                  max_windows)
+    return windows, contexts
+
+
+def encode_windows_counted(tokenizer, questions: Sequence[str], contexts: Sequence[str], max_length: int = SPAN_MAX_LENGTH,
+                           stride: int = SPAN_STRIDE, max_question_tokens: int = SPAN_MAX_QUESTION_TOKENS,
+                           max_windows: Optional[int] = SPAN_MAX_WINDOWS) -> Tuple[List[Window], List[str], List[bool]]:
+    """:func:`encode_windows`, and for each pair whether part of its context was not read
+    (more windows than ``max_windows``, or the context cut before tokenizing)."""
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError("SpanQA needs a fast tokenizer (character offsets)")
     stride = effective_stride(max_length, stride, max_question_tokens)
     limit = max_windows * max_length * 12 if max_windows else None
+    truncated = [bool(limit) and len(c) > limit for c in contexts]
     contexts = [c[:limit] if limit else c for c in contexts]
     questions = [_cut_question(tokenizer, q, max_question_tokens) for q in questions]
     if not questions:
-        return [], contexts
+        return [], contexts, []
     enc = tokenizer(questions, contexts, truncation="only_second", max_length=max_length, stride=stride,
                     return_overflowing_tokens=True, return_offsets_mapping=True, padding=False)
     windows: List[Window] = []
@@ -301,6 +343,7 @@ def encode_windows(tokenizer, questions: Sequence[str], contexts: Sequence[str],
     mapping = enc.get("overflow_to_sample_mapping", list(range(len(enc["input_ids"]))))
     for w, example in enumerate(mapping):
         if max_windows and per_example[example] >= max_windows:
+            truncated[example] = True
             continue
         per_example[example] += 1
         seq = enc.sequence_ids(w)
@@ -309,7 +352,7 @@ def encode_windows(tokenizer, questions: Sequence[str], contexts: Sequence[str],
         types = enc["token_type_ids"][w] if "token_type_ids" in enc else None
         windows.append(Window(int(example), list(enc["input_ids"][w]), list(types) if types is not None else None, lo, hi,
                               [tuple(o) for o in enc["offset_mapping"][w]]))
-    return windows, contexts
+    return windows, contexts, truncated
 
 
 def collate_windows(windows: Sequence[Window], pad_id: int, pad_to: Optional[int] = None):
@@ -363,16 +406,16 @@ def read_window(start, end, window: Window, max_answer_tokens: int) -> WindowRea
     return WindowReading(float(torch.exp(null - log_z)), float(scores[k] - log_z), span)
 
 
-def combine_windows(readings: Sequence[WindowReading], context: str) -> QAResult:
+def combine_windows(readings: Sequence[WindowReading], context: str, truncated: bool = False) -> QAResult:
     """One answer from the readings of a pair's windows (module docstring)."""
     if not readings:
-        return QAResult("", 0.0)
+        return QAResult("", 0.0, truncated)
     answerability = _clamp01(1.0 - min(r.p_null for r in readings))
     preferring_span = [r for r in readings if r.span is not None and r.span_logp > _log(r.p_null)]
     if not preferring_span:
-        return QAResult("", answerability)
+        return QAResult("", answerability, truncated)
     best = max(preferring_span, key=lambda r: r.span_logp)
-    return QAResult(context[best.span[0]: best.span[1]].strip(), answerability)
+    return QAResult(context[best.span[0]: best.span[1]].strip(), answerability, truncated)
 
 
 def _log(p: float) -> float:
@@ -410,7 +453,8 @@ class SpanQA:
 
     def _setup(self, tokenizer, model, recipe, pad_to_max_length, max_length, stride, max_answer_tokens, max_question_tokens,
                max_windows, batch_size):
-        self.tokenizer, self.model, self.recipe = tokenizer, model, recipe
+        # a question or context holding "[SEP]" or "[CLS]" is text: only the encoder's own markers are special
+        self.tokenizer, self.model, self.recipe = literal_tokenizer(tokenizer), model, recipe
         model_limit = getattr(model.config, "max_position_embeddings", 512) or 512
         self.max_length = int(max_length or recipe.get("max_length") or min(SPAN_MAX_LENGTH, model_limit))
         if self.max_length > model_limit:
@@ -432,6 +476,10 @@ class SpanQA:
         return encode_windows(self.tokenizer, questions, contexts, self.max_length, self.stride, self.max_question_tokens,
                               self.max_windows)
 
+    def _counted_windows(self, questions: Sequence[str], contexts: Sequence[str]):
+        return encode_windows_counted(self.tokenizer, questions, contexts, self.max_length, self.stride,
+                                      self.max_question_tokens, self.max_windows)
+
     def _read_batch(self, batch: List[Window]) -> List[WindowReading]:
         import torch
 
@@ -446,14 +494,14 @@ class SpanQA:
     def answer(self, questions: Sequence[str], contexts: Sequence[str], batch_size: Optional[int] = None,
                show_progress: bool = True) -> List[QAResult]:
         check_pairs(questions, contexts, ("questions", "contexts"))
-        windows, read_contexts = self.windows(questions, contexts)
+        windows, read_contexts, truncated = self._counted_windows(questions, contexts)
         readings = run_batched(windows, [len(w.input_ids) for w in windows], self._read_batch,
                                batch_size=int(batch_size or self.batch_size), desc="answering questions",
                                show_progress=show_progress) if windows else []
         grouped: Dict[int, List[WindowReading]] = collections.defaultdict(list)
         for w, r in zip(windows, readings):
             grouped[w.example].append(r)
-        return [combine_windows(grouped.get(i, []), read_contexts[i]) for i in range(len(questions))]
+        return [combine_windows(grouped.get(i, []), read_contexts[i], truncated[i]) for i in range(len(questions))]
 
 
 # ---------------------------------------------------------------- loading

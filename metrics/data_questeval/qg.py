@@ -31,6 +31,11 @@ built by :func:`qg_prompt`::
     Write a question whose answer is: <answer>           Write a question about the table whose answer is: <answer>
     Question:                                            Question:
 
+The project's tokenizer reads special-token strings in a user's text as
+characters; :class:`T5QG`, whose prompt holds QuestEval's live ``</s>``,
+escapes them in the answer and the context first. A table longer than
+:data:`TABLE_QG_CONTEXT_WORDS` words (never in WebNLG or E2E) is read
+around the value asked about (:func:`table_answer_context`).
 The context comes first so that a prompt too long for the model
 (``max_prompt_tokens``, 384) loses the start of its context, never the answer
 or the instruction (the generator keeps a prompt's last tokens). Whitespace
@@ -60,6 +65,10 @@ import json
 import os
 import re
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from d2t_metrics.untrusted import escape_special_strings
+from d2t_metrics.untrusted import literal_tokenizer
+from d2t_metrics.untrusted import special_strings
 
 SEPARATOR = "</s>"
 QUESTEVAL_QG_PREFIX = "sv1"
@@ -207,6 +216,23 @@ def answer_context(context: str, answer_start: int, answer_end: int, max_words: 
     return context[spans[lo][0]: spans[hi][1]].strip()
 
 
+# Words of a linearized table that the project's table QG reads about one value. It was trained on
+# whole WebNLG tables (at most 64 words linearized in WebNLG 2017's test set, 49 in E2E's), so a
+# table within this budget is read whole; a longer one (hundreds of triples) would not fit the
+# prompt, whose start the generator drops, so the value is read with the words around it instead.
+TABLE_QG_CONTEXT_WORDS = 80
+
+
+def table_answer_context(linearized: str, value_start: int, value_end: int,
+                         max_words: int = TABLE_QG_CONTEXT_WORDS) -> str:
+    """The linearized table as the project's table QG reads it about the value at
+    ``value_start:value_end``: whole within ``max_words`` words, else the ``max_words``
+    words around the value."""
+    if _words_in(linearized) <= max_words:
+        return linearized
+    return _cut_around(linearized, 0, len(linearized), value_start, value_end, max_words)
+
+
 def _cut_around(context: str, start: int, end: int, answer_start: int, answer_end: int, max_words: int) -> str:
     words = [(m.start() + start, m.end() + start) for m in re.finditer(r"\S+", context[start:end])]
     first = next((k for k, (s, e) in enumerate(words) if e > answer_start), 0)
@@ -234,7 +260,9 @@ class T5QG:
         from d2t_metrics.models import load_model
 
         self.name_or_path = str(name_or_path)
-        self.tokenizer, self.model = load_model(self.name_or_path, task="seq2seq", device=device, dtype=dtype, metric="data_questeval")
+        # QuestEval's prompts hold a live "</s>": special strings stay special, users' parts are escaped
+        self.tokenizer, self.model = load_model(self.name_or_path, task="seq2seq", device=device, dtype=dtype, metric="data_questeval",
+                                                literal=False)
         self.pad_to_max_length = bool(pad_to_max_length)
         self.max_source_length = int(max_source_length)
         self.max_new_tokens = int(max_new_tokens)
@@ -265,7 +293,10 @@ class T5QG:
         from d2t_metrics.models import run_batched
 
         check_pairs(answers, contexts)
-        inputs = [self.format_input(a, c) for a, c in zip(answers, contexts)]
+        # the prompt's own "</s>" separators are special; the same string in a user's text must not be
+        specials = special_strings(self.tokenizer)
+        inputs = [self.format_input(escape_special_strings(a, specials), escape_special_strings(c, specials))
+                  for a, c in zip(answers, contexts)]
         if not inputs:
             return []
         lengths = [len(ids) for ids in self.tokenizer(inputs, truncation=True, max_length=self.max_source_length)["input_ids"]]
@@ -321,7 +352,8 @@ class GeneratorQG:
         return self
 
     def _setup(self, tokenizer, model, recipe, context_kind, max_new_tokens, max_prompt_tokens, batch_size):
-        self.tokenizer, self.model, self.recipe = tokenizer, model, recipe
+        # the prompts hold no special token: "<|endoftext|>" in a user's text is read as characters
+        self.tokenizer, self.model, self.recipe = literal_tokenizer(tokenizer), model, recipe
         self.context_kind = context_kind or recipe.get("context_kind") or "text"
         if self.context_kind not in CONTEXT_KINDS:
             raise ValueError(f"unknown context kind {self.context_kind!r}; choose one of {CONTEXT_KINDS}")

@@ -60,7 +60,23 @@ def _row(f, verdict: str, note: str = "") -> str:
     css, colour, label = VERDICTS[verdict]
     title = html.escape(str(f.get("evidence", "")), quote=True)
     return (f'<tr class="{css}" style="background:{colour}" title="{title}">{_fact_cells(f)}'
-            f"<td><b>{label}</b>{(' ' + note) if note else ''}</td></tr>")
+            f"<td><b>{label}</b>{(' ' + note) if note else ''}{_details(f)}</td></tr>")
+
+
+# Fields of a fact shown in its row already (the triple) or by the verdict (the expected objects).
+_SHOWN = {"subject", "relation", "object", "expected"}
+
+
+def _details(f) -> str:
+    """Any further field of a fact (its evidence span, a grounding flag, ...) in small print under the
+    verdict, so that fields the metric adds show up without a change here."""
+    parts = []
+    for key, value in f.items():
+        if key in _SHOWN or value is None or value == "" or value == []:
+            continue
+        shown = "“" + str(value) + "”" if key == "evidence" else str(value)
+        parts.append(f"{html.escape(key.replace('_', ' '))}: {html.escape(shown)}")
+    return "<br><small>" + "<br>".join(parts) + "</small>" if parts else ""
 
 
 def _key(f):
@@ -69,6 +85,10 @@ def _key(f):
 
 def _number(value) -> str:
     return "–" if value is None else f"{value:.3f}"
+
+
+def _table(head: str, rows, empty: str) -> str:
+    return f'<div class="d2t-scroll" style="overflow-x:auto;max-width:100%"><table style="margin:0">{head}{"".join(rows) or empty}</table></div>'
 
 
 def explain(example, prediction, metric=None) -> str:
@@ -87,7 +107,7 @@ def explain(example, prediction, metric=None) -> str:
         if verdict == "contradicted":
             expected = ", ".join(html.escape(str(o)) for o in full.get("expected", []))
             note = f"(expected: {expected})"
-        gen_rows.append(_row(f, verdict, note))
+        gen_rows.append(_row({**f, **full}, verdict, note))  # the verdict's entry may carry more (its evidence)
     missing = {_key(f) for f in example.get("missing") or []}
     truth_rows = [_row(f, "missing" if _key(f) in missing else "found") for f in example.get("ground_truth") or []]
     head = "<tr><th>subject</th><th>relation</th><th>object</th><th>verdict</th></tr>"
@@ -99,9 +119,10 @@ def explain(example, prediction, metric=None) -> str:
               f"{len(example.get('unverifiable') or [])} unverifiable; {len(missing)} of {len(truth_rows)} ground-truth facts missing")
     return (
         f'<div class="fa-explanation"><p>{verdict} · recall <b>{_number(example.get("recall"))}</b> · {counts}</p>'
+        # Side by side where there is room, one under the other on a phone; each table scrolls in its own box.
         '<div style="display:flex;gap:16px;flex-wrap:wrap">'
-        f'<div style="flex:1;min-width:320px"><h4>Facts of the generated text</h4><table>{head}{"".join(gen_rows) or empty}</table></div>'
-        f'<div style="flex:1;min-width:320px"><h4>Facts of the {html.escape(source)}</h4><table>{head}{"".join(truth_rows) or empty}</table></div>'
+        f'<div style="flex:1;min-width:min(320px,100%);max-width:100%"><h4>Facts of the generated text</h4>{_table(head, gen_rows, empty)}</div>'
+        f'<div style="flex:1;min-width:min(320px,100%);max-width:100%"><h4>Facts of the {html.escape(source)}</h4>{_table(head, truth_rows, empty)}</div>'
         "</div></div>"
     )
 

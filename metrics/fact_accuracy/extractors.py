@@ -23,10 +23,19 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from d2t_metrics.timing import stage
 
 from .facts import Extractor
 from .facts import Fact
+from .grounding import blank_format_imitation
+from .grounding import clean_with_offsets
+from .grounding import find_value
+from .grounding import reading_units
+from .grounding import words_of
+from .matching import DEFAULT_FUZZY_THRESHOLD
+from .matching import Matcher
 from .matching import normalize_text
 from .openie import OpenIEExtractor
 from .openie import table_facts_of
@@ -50,6 +59,10 @@ TRAIN_COMMANDS = {
 # texts, WebNLG lexicalizations, are shorter); longer texts are read in
 # windows of whole sentences.
 WINDOW_WORDS = 120
+# The bound on one text's work: at most this many sentences (or WINDOW_WORDS-word pieces of
+# a longer one) are read, in as many windows of at most MAX_NEW_TOKENS generated tokens each
+# (16 x 192 = 3,072 tokens); the rest is left unread and the example flagged ``truncated``.
+MAX_UNITS = 16
 MAX_NEW_TOKENS = 192
 # generated outputs an end-to-end extractor keeps (a prompt is a few hundred bytes)
 CACHE_SIZE = 100_000
@@ -156,58 +169,76 @@ def relation_extractor_class():
 # ---------------------------------------------------------------------------
 # The end-to-end extractor
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 _SPACES = re.compile(r"\s+")
 
 
-def split_sentences(text: str) -> List[str]:
-    return [s for s in (p.strip() for p in _SENTENCE_END.split(text)) if s]
+class ReadingPlan(NamedTuple):
+    """How one text is read (:func:`plan_reading`): the cleaned text the facts are
+    grounded in (``grounding.blank_format_imitation``), the offset in the given text of
+    each of its characters, the sentence ranges read, the prompt texts (one per window),
+    each window's range, the pieces left unread as imitating the output format, and
+    whether sentences were left out (``truncated``)."""
+
+    text: str
+    offsets: List[int]
+    units: List[Tuple[int, int]]
+    windows: List[str]
+    window_ranges: List[Tuple[int, int]]
+    ignored: List[str]
+    truncated: bool
 
 
-def windows(text: str, max_words: int = WINDOW_WORDS) -> List[str]:
-    """``text`` as consecutive runs of whole sentences of at most ``max_words``
-    words (a longer sentence is cut between words); one window for a short text."""
-    words = _SPACES.split(text.strip())
-    if not text.strip():
-        return []
-    if len(words) <= max_words:
-        return [" ".join(words)]
-    out: List[str] = []
-    current: List[str] = []
-    for sentence in split_sentences(text):
-        sw = sentence.split()
-        while len(sw) > max_words:
-            if current:
-                out.append(" ".join(current))
-                current = []
-            out.append(" ".join(sw[:max_words]))
-            sw = sw[max_words:]
-        if current and len(current) + len(sw) > max_words:
-            out.append(" ".join(current))
-            current = []
-        current.extend(sw)
-    if current:
-        out.append(" ".join(current))
-    return out
+def plan_reading(text: str, values: Sequence[str] = (), relations: Sequence[str] = (), restore: bool = False,
+                 max_words: int = WINDOW_WORDS, max_units: int = MAX_UNITS) -> ReadingPlan:
+    """The windows the extractor reads ``text`` in. Invisible characters are dropped and text
+    imitating the output format blanked (``grounding``); the rest is split into sentences
+    (at most ``max_units``, each at most ``max_words`` words). Window 0 is the first sentence;
+    window k is sentences k-1 and k: the previous sentence resolves "He" and "It", and a
+    sentence's facts are read without anything that follows it, so an appended instruction
+    cannot make the extractor drop what the text said before. With ``restore`` (a table's
+    ``values`` given), a text with no capital letter gets the values' casing
+    (``text_to_triples.restore_form``)."""
+    clean, offsets = clean_with_offsets(text)
+    blanked, spans = blank_format_imitation(clean, relations)
+    units, truncated = reading_units(blanked, max_words, max_units)
+    restore = restore and not any(ch.isupper() for ch in blanked)
+    pieces = [_SPACES.sub(" ", blanked[lo:hi]).strip() for lo, hi in units]
+    if restore:
+        pieces = [restore_form(p, values) for p in pieces]
+    windows_, ranges = [], []
+    for k, (lo, hi) in enumerate(units):
+        windows_.append(pieces[k] if k == 0 else pieces[k - 1] + " " + pieces[k])
+        ranges.append((units[k - 1][0] if k else lo, hi))
+    ignored = [_SPACES.sub(" ", clean[a:b]).strip() for a, b in spans]
+    return ReadingPlan(blanked, offsets, units, windows_, ranges, [i for i in ignored if i], truncated)
 
 
-def locate_evidence(fact: Fact, sentences: Sequence[str]) -> str:
-    """The first sentence that names the fact's object (else its subject), for display; ``""`` if none does."""
-    for value in (fact.object, fact.subject):
-        words = normalize_text(value)
-        if not words:
-            continue
-        for s in sentences:
-            if f" {words} " in f" {normalize_text(s)} ":
-                return s
-    return ""
+def ground_fact(fact: Fact, plan: ReadingPlan, window: int, matcher: Matcher) -> Tuple[Optional[Fact], str]:
+    """``fact`` (read from ``plan``'s window ``window``) with its evidence: the sentence that
+    states its object, as written in the given text, with its offsets there; or ``(None,
+    what)`` when its subject or object is not written in the window (``what`` says which)."""
+    lo, hi = plan.window_ranges[window]
+    words = words_of(plan.text, lo, hi)
+    subject = find_value(fact.subject, plan.text, words, matcher)
+    obj = find_value(fact.object, plan.text, words, matcher)
+    if subject is None or obj is None:
+        return None, " and ".join(n for n, span in (("subject", subject), ("object", obj)) if span is None)
+    unit = next(u for u in plan.units if u[0] <= obj[0] < u[1] or obj[0] < u[0]) if plan.units else (obj[0], obj[1])
+    start, end = plan.offsets[unit[0]], plan.offsets[unit[1] - 1] + 1
+    return fact._replace(evidence=_SPACES.sub(" ", plan.text[unit[0]:unit[1]]).strip(), start=start, end=end), ""
 
 
 class EndToEndExtractor(Extractor):
     """Facts written out by the shared small generator (``d2t_metrics.generator``)
-    fine-tuned with ``text_to_triples``' prompt: greedy decoding, one window of
-    at most :data:`WINDOW_WORDS` words per prompt; the facts of a text's windows
-    are pooled. A model trained on prompts that list relations (its recipe's
+    fine-tuned with ``text_to_triples``' prompt: greedy decoding, a text read in
+    windows of one or two sentences (:func:`plan_reading`), at most
+    :data:`MAX_UNITS` sentences of at most :data:`WINDOW_WORDS` words each, at most
+    :data:`MAX_NEW_TOKENS` generated tokens per window; the facts of a text's
+    windows are pooled. A fact is kept only when its subject and its object are
+    written in the window it was read from (``grounding.find_value``), with the
+    sentence that states it as its evidence; the others are reported per text as
+    ``ungrounded`` (:attr:`reports`, with ``truncated`` and the ``ignored`` pieces
+    that imitated the output format). A model trained on prompts that list relations (its recipe's
     ``listed_relations``) is given the table's relations, where there is a
     table; otherwise it reads the text alone. With a table, a text written as
     WebNLG 2017's system outputs are (lower-cased, punctuation split off) is
@@ -218,7 +249,7 @@ class EndToEndExtractor(Extractor):
     name = "end_to_end"
 
     def __init__(self, path: str, device: Optional[str] = None, batch_size: int = 32, max_new_tokens: int = MAX_NEW_TOKENS,
-                 window_words: int = WINDOW_WORDS, restore_form: bool = True):
+                 window_words: int = WINDOW_WORDS, restore_form: bool = True, max_units: int = MAX_UNITS):
         from d2t_metrics.generator import load_generator
 
         self.path = path
@@ -228,8 +259,12 @@ class EndToEndExtractor(Extractor):
         self.batch_size = batch_size
         self.max_new_tokens = max_new_tokens
         self.window_words = window_words
+        self.max_units = max_units
         self.lists_relations = bool(self.recipe.get("listed_relations"))
         self.restore_form = bool(restore_form)
+        self.matcher = Matcher(DEFAULT_FUZZY_THRESHOLD)  # the metric sets its own
+        # per text of the last extract() call: {"truncated", "ungrounded", "ignored"}
+        self.reports: List[Dict[str, Any]] = []
         # Generation is the cost: a text read once is not read again by this
         # object (references repeat across the systems scored on one input).
         self._cache: Dict[str, str] = {}
@@ -247,26 +282,34 @@ class EndToEndExtractor(Extractor):
         return [self._cache[p] for p in prompts]
 
     def extract(self, texts: Sequence[str], tables: Optional[Sequence] = None, show_progress: bool = True) -> List[List[Fact]]:
-        owners, prompts = [], []
-        for i, text in enumerate(texts):
-            table = tables[i] if tables is not None else None
-            facts_of_table = table_facts(table) if table is not None else []
-            relations = [f.relation for f in facts_of_table] if table is not None and self.lists_relations else None
-            if self.restore_form and table is not None:
-                # the whole text at once: whether it has a capital is a property of the text, not of a window
-                text = restore_form(text or "", [v for f in facts_of_table for v in (f.subject, f.object)])
-            for window in windows(text or "", self.window_words):
-                owners.append(i)
-                prompts.append(prompt(window, relations))
-        outputs = self.generate(prompts, show_progress) if prompts else []
+        owners, prompts, plans = [], [], []
+        with stage("sentence split"):
+            for i, text in enumerate(texts):
+                table = tables[i] if tables is not None else None
+                facts_of_table = table_facts(table) if table is not None else []
+                predicates = [f.relation for f in facts_of_table]
+                relations = predicates if table is not None and self.lists_relations else None
+                plan = plan_reading(text or "", [v for f in facts_of_table for v in (f.subject, f.object)], predicates,
+                                    restore=self.restore_form and table is not None,
+                                    max_words=self.window_words, max_units=self.max_units)
+                plans.append(plan)
+                for w, window in enumerate(plan.windows):
+                    owners.append((i, w))
+                    prompts.append(prompt(window, relations))
+        with stage("extraction"):
+            outputs = self.generate(prompts, show_progress) if prompts else []
         facts: List[List[Fact]] = [[] for _ in texts]
-        seen: List[set] = [set() for _ in texts]
-        sentences = [split_sentences(t or "") for t in texts]
-        for i, generated in zip(owners, outputs):
-            for s, r, o in parse_triples(generated):
-                if (s, r, o) in seen[i]:
-                    continue
-                seen[i].add((s, r, o))
-                fact = Fact(s, r, o)
-                facts[i].append(fact._replace(evidence=locate_evidence(fact, sentences[i])))
+        self.reports = [{"truncated": p.truncated, "ungrounded": [], "ignored": p.ignored} for p in plans]
+        with stage("matching"):
+            seen: List[set] = [set() for _ in texts]
+            for (i, w), generated in zip(owners, outputs):
+                for s, r, o in parse_triples(generated):
+                    if (s, r, o) in seen[i]:
+                        continue
+                    seen[i].add((s, r, o))
+                    grounded, missing = ground_fact(Fact(s, r, o), plans[i], w, self.matcher)
+                    if grounded is None:
+                        self.reports[i]["ungrounded"].append({"subject": s, "relation": r, "object": o, "not_in_text": missing})
+                    else:
+                        facts[i].append(grounded)
         return facts

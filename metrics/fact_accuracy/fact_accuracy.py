@@ -12,6 +12,7 @@ from d2t_metrics.inputs import TEXT
 from d2t_metrics.inputs import check_batch_size
 from d2t_metrics.inputs import decode_table
 from d2t_metrics.metric import D2TMetric
+from d2t_metrics.timing import stage
 
 # evaluate's loader copies only the sibling files this script imports itself
 # (not those its siblings import), so every one is imported here (and with no
@@ -23,6 +24,7 @@ from .extractors import load_extractor
 from .extractors import resolve_model_path
 from .extractors import table_facts
 from .facts import Extractor
+from .grounding import find_value
 from .matching import DEFAULT_FUZZY_THRESHOLD
 from .matching import Matcher
 from .matching import corpus_scores
@@ -105,7 +107,13 @@ Returns:
         "object"[, "evidence"]} dicts), their counts ("verifiable",
         "num_supported", "num_contradicted", "num_unverifiable",
         "num_generated", "num_ground_truth", "num_found") and
-        "ground_truth_source" ("table" or "references").
+        "ground_truth_source" ("table" or "references"). A kept fact has
+        its "evidence" sentence and "evidence_start"/"evidence_end" offsets.
+    With the end-to-end extractor (default), also "ungrounded" (facts whose
+    subject or object the text does not write, left out of every count) and
+    "truncated_examples" (texts over 16 sentences, read in part); per example
+    "truncated", "ungrounded", "num_ungrounded" and "ignored" (pieces that
+    imitate the extractor's output or prompt, not read).
 Examples:
     >>> import d2t_metrics
     >>> fa = d2t_metrics.load("fact_accuracy", "openie")  # evaluate.load("./metrics/fact_accuracy", "openie") in a checkout
@@ -194,7 +202,7 @@ class FactAccuracy(D2TMetric):
             parts.append(f"gt:{options['ground_truth']}")
         if self.extractor_name == "end_to_end":
             parts.append(f"form:{'restored' if self.restore_form else 'as-written'}")
-        return "|".join(parts + ["version:1.2"])
+        return "|".join(parts + ["version:1.3"])
 
     # -- input checks, before evaluate stores anything ---------------------
     def _check_option_values(self, options):
@@ -226,16 +234,32 @@ class FactAccuracy(D2TMetric):
         candidates = parsed if any(t is not None for t in parsed) else None
 
         generated = extractor.extract(list(predictions), tables=candidates, show_progress=show_progress)
+        # what the extractor says of each text's reading (the end-to-end extractor: truncated,
+        # ungrounded facts, ignored pieces), taken before the references are read
+        reports = list(getattr(extractor, "reports", None) or [])
         truth = self._ground_truth_facts(parsed, refs, sources, extractor, show_progress)
 
         examples = []
-        for facts, gt, source in zip(generated, truth, sources):
-            example = score_facts(facts, gt, matcher)
-            example["ground_truth_source"] = source
-            examples.append(example)
-        result = corpus_scores(examples)
+        with stage("matching"):
+            for i, (facts, gt, source) in enumerate(zip(generated, truth, sources)):
+                example = score_facts(facts, gt, matcher)
+                example["ground_truth_source"] = source
+                if len(reports) == len(generated):
+                    example.update(reading_report(reports[i]))
+                examples.append(example)
+        result = self.corpus_scores(examples)
         if per_example:
             result["examples"] = examples
+        return result
+
+    def corpus_scores(self, examples):
+        """Pooled accuracy and recall, mean accuracy and the counts of the per-example results;
+        with the end-to-end extractor's reading reports, ungrounded facts and truncated texts
+        too (the command line's shards join by it)."""
+        result = corpus_scores(examples)
+        if examples and all("num_ungrounded" in e for e in examples):
+            result["ungrounded"] = sum(e["num_ungrounded"] for e in examples)
+            result["truncated_examples"] = sum(bool(e["truncated"]) for e in examples)
         return result
 
     @staticmethod
@@ -257,6 +281,14 @@ class FactAccuracy(D2TMetric):
             for i, facts in zip(owners, found):
                 truth[i].extend(facts)
         return truth
+
+
+def reading_report(report):
+    """An extractor's report on one text as fields of its example: ``truncated``, the
+    ``ungrounded`` facts (left out of the score) and their count, the ``ignored`` pieces."""
+    ungrounded = list(report.get("ungrounded") or [])
+    return {"truncated": bool(report.get("truncated")), "ungrounded": ungrounded, "num_ungrounded": len(ungrounded),
+            "ignored": list(report.get("ignored") or [])}
 
 
 def _decode_tables(tables):

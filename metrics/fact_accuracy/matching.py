@@ -425,6 +425,10 @@ def as_fact(item) -> Fact:
     """A :class:`Fact` from a Fact, a ``Triple`` or any ``(s, r, o[, evidence])`` sequence of strings."""
     if isinstance(item, Fact):
         return item
+    if all(isinstance(getattr(item, k, None), str) for k in ("subject", "relation", "object", "evidence")):
+        # a Fact of another copy of this module (evaluate loads the metric's files as its own)
+        return Fact(item.subject, item.relation, item.object, item.evidence,
+                    int(getattr(item, "start", -1)), int(getattr(item, "end", -1)))
     parts = list(item)
     if len(parts) not in (3, 4) or not all(isinstance(p, str) for p in parts):
         raise ValueError(f"a fact must be (subject, relation, object) strings, got {item!r}")
@@ -432,10 +436,13 @@ def as_fact(item) -> Fact:
 
 
 def fact_dict(f: Fact, **extra) -> Dict[str, object]:
-    """A fact as a JSON-ready dict (``evidence`` only when the extractor gave one)."""
+    """A fact as a JSON-ready dict (``evidence`` only when the extractor gave one, with its
+    ``evidence_start`` and ``evidence_end`` in the text when it gave them)."""
     out: Dict[str, object] = {"subject": f.subject, "relation": f.relation, "object": f.object}
     if f.evidence:
         out["evidence"] = f.evidence
+        if f.start >= 0:
+            out["evidence_start"], out["evidence_end"] = f.start, f.end
     out.update(extra)
     return out
 

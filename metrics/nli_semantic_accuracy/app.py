@@ -78,9 +78,11 @@ def render(example: dict) -> str:
         f"<td>{_YES if c['entailed'] else _NO}</td></tr>"
         for c in example["checks"]
     )
+    # In its own scrolling box: on a narrow screen the table scrolls instead of running past the edge.
     table = (
-        "<table><tr><th>check</th><th>hypothesis</th><th>probabilities</th><th>entailed</th></tr>"
-        f"{rows}</table><p><small>Omission checks: the text is the premise, each fact sentence a hypothesis. "
+        '<div class="d2t-scroll" style="overflow-x:auto;max-width:100%"><table style="margin:0">'
+        "<tr><th>check</th><th>hypothesis</th><th>probabilities</th><th>entailed</th></tr>"
+        f"{rows}</table></div><p><small>Omission checks: the text is the premise, each fact sentence a hypothesis. "
         "Hallucination check: all fact sentences are the premise, the text the hypothesis.</small></p>"
     )
     return head + omitted + table

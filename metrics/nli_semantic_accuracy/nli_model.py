@@ -26,6 +26,13 @@ handful of forward passes instead of one per pair.
   cut (to its first half-window of tokens); such a pair is marked
   ``truncated``, since part of it was never seen.
 
+**A text is read up to** :data:`MAX_TEXT_TOKENS` **tokens.** The work of a
+pair grows with the text's length (windows of the premise, parts of the
+hypothesis), so the metric first cuts a longer text to its first
+``MAX_TEXT_TOKENS`` tokens (:meth:`NLIScorer.cap_texts`) and marks the example
+``truncated``: a 100,000-character text costs as much as its first ~9,000
+characters, instead of hundreds of forward passes per fact.
+
 Each row :meth:`NLIScorer.__call__` returns is a :class:`PairProbabilities`
 (a list of label probabilities) that also says whether the pair was
 ``truncated`` and in how many ``windows`` it was read; :meth:`NLIScorer.as_dict`
@@ -37,6 +44,11 @@ from __future__ import annotations
 
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
+
+# Tokens of a text the metric reads (far above any data-to-text output: WebNLG
+# and E2E texts have under 100; RotoWire summaries a few hundred). With the
+# project's checkpoint (256-token window) that is at most ~17 windows per fact.
+MAX_TEXT_TOKENS = 2048
 
 ENTAILMENT = "entailment"
 NEUTRAL = "neutral"
@@ -164,6 +176,24 @@ class NLIScorer:
     def _room(self) -> int:
         """Tokens a pair's two texts may take together."""
         return self.max_length - self.tokenizer.num_special_tokens_to_add(pair=True)
+
+    def cap_texts(self, texts: Sequence[str], max_tokens: int = MAX_TEXT_TOKENS) -> List[Tuple[str, bool]]:
+        """Per text, ``(text, False)`` when it has at most ``max_tokens`` tokens,
+        else ``(its prefix of max_tokens tokens, True)`` (module docstring)."""
+        texts = list(texts)
+        if not texts:
+            return []
+        if not getattr(self.tokenizer, "is_fast", False):  # no offsets: cut by characters (>= 1 per token, roughly)
+            return [(t[: 4 * max_tokens], True) if len(t) > 4 * max_tokens else (t, False) for t in texts]
+        enc = self.tokenizer(texts, add_special_tokens=False, truncation=True, max_length=max_tokens,
+                             return_offsets_mapping=True, verbose=False)
+        out = []
+        for text, offsets in zip(texts, enc["offset_mapping"]):
+            end = offsets[-1][1] if offsets else 0
+            # what follows the last token read may hold no token (spaces, characters the tokenizer drops)
+            cut = end < len(text) and bool(self._lengths([text[end:]])[0])
+            out.append((text[:end], True) if cut else (text, False))
+        return out
 
     def _cut_to(self, text: str, budget: int) -> str:
         """The prefix of ``text`` holding its first ``budget`` tokens."""

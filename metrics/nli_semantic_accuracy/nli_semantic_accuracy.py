@@ -9,7 +9,10 @@ from d2t_metrics.inputs import TABLE
 from d2t_metrics.inputs import TEXT
 from d2t_metrics.inputs import check_batch_size
 from d2t_metrics.inputs import decode_column
+from d2t_metrics.inputs import plain_table
 from d2t_metrics.metric import D2TMetric
+from d2t_metrics.timing import stage
+from d2t_metrics.untrusted import plain_text
 from d2t_metrics.verbalize import DEFAULT_TEMPLATE_SETS
 from d2t_metrics.verbalize import Verbalizer
 from d2t_metrics.verbalize import load_templates
@@ -79,7 +82,12 @@ Returns:
         only when part of a check's input was never read: a single sentence
         of the text longer than half the model's window) and "checks" (per
         NLI check: its probabilities, "entailed", "truncated" and
-        "windows", the forward passes it was read in).
+        "windows", the forward passes it was read in). "truncated" is also
+        True when the text is longer than nli_model.MAX_TEXT_TOKENS (2048)
+        tokens: only its beginning is read ("text_truncated").
+    Texts and table values are read as plain text: a "[SEP]" or "</s>" in
+    them is characters, never a special token, and zero-width, bidi and
+    control characters are dropped before the model reads them.
 Examples:
     >>> import d2t_metrics
     >>> # The project's offline checkpoint; by default the paper's roberta-large-mnli from the Hub.
@@ -145,23 +153,35 @@ class NLISemanticAccuracy(D2TMetric):
     def _check_option_values(self, options):
         check_batch_size(options.get("batch_size", 32))
 
+    def corpus_scores(self, examples):
+        """The label shares and mean confidence of the per-example results (shards join by it)."""
+        return corpus_summary(examples)
+
     def _compute(self, predictions, tables, per_example=False, batch_size=32, show_progress=True, e2e_ignore_restaurant=False):
         # Checked by compute()/add_batch()/add() before evaluate stored them.
-        texts = predictions
-        parsed = decode_column(tables)
-        facts = [make_facts(t, self.verbalizer, e2e_ignore_restaurant) for t in parsed]
+        # The model reads what a reader sees: no invisible characters (untrusted.plain_text).
+        with stage("templates"):
+            parsed = [plain_table(t) for t in decode_column(tables)]
+            facts = [make_facts(t, self.verbalizer, e2e_ignore_restaurant) for t in parsed]
         scorer = self.load_model()
-
-        plans = [plan_checks(i, f, text) for i, (f, text) in enumerate(zip(facts, texts))]
-        flat = [c for plan in plans for c in plan]
-        probs = scorer([c.premise for c in flat], [c.hypothesis for c in flat], batch_size=batch_size, show_progress=show_progress)
+        with stage("nli"):
+            # a text's work grows with its length: read at most MAX_TEXT_TOKENS of it (nli_model docstring)
+            texts = [plain_text(t) for t in predictions]
+            # (a scorer of another kind, e.g. a test's stand-in, may read texts whole)
+            capped = scorer.cap_texts(texts) if hasattr(scorer, "cap_texts") else [(t, False) for t in texts]
+            plans = [plan_checks(i, f, text) for i, (f, (text, _)) in enumerate(zip(facts, capped))]
+            flat = [c for plan in plans for c in plan]
+            probs = scorer([c.premise for c in flat], [c.hypothesis for c in flat], batch_size=batch_size, show_progress=show_progress)
 
         examples, k = [], 0
-        for f, plan in zip(facts, plans):
+        for f, plan, (_, text_cut) in zip(facts, plans, capped):
             rows = probs[k : k + len(plan)]
             k += len(plan)
-            examples.append(combine(f, plan, [scorer.as_dict(r) for r in rows], [scorer.is_entailed(r) for r in rows]))
-        result = corpus_summary(examples)
+            example = combine(f, plan, [scorer.as_dict(r) for r in rows], [scorer.is_entailed(r) for r in rows])
+            example["text_truncated"] = text_cut
+            example["truncated"] = example["truncated"] or text_cut
+            examples.append(example)
+        result = self.corpus_scores(examples)
         if per_example:
             result["examples"] = examples
         return result

@@ -135,8 +135,9 @@ def explain(example, prediction, metric=None, tokenizer="nltk"):
         f"(table recall {example['table_recall']:.4f}, λ = {example['lambda']:.3f})</p>"
         f"<p>{words}</p><p><small>{legend}</small></p>"
         f"<details><summary>Prediction n-grams entailed by the table ({len(entailed)})</summary>"
-        "<table><tr><th>n-gram</th><th>n</th><th>table entailment w</th><th>in reference</th></tr>"
-        f"{rows}</table></details>"
+        '<div class="d2t-scroll" style="overflow-x:auto;max-width:100%"><table style="margin:0">'
+        "<tr><th>n-gram</th><th>n</th><th>table entailment w</th><th>in reference</th></tr>"
+        f"{rows}</table></div></details>"
     )
 
 

@@ -1,4 +1,4 @@
-"""d2t-metrics playground: every metric of the project on one input, side by side.
+"""d2t-metrics playground: every metric of the project on one input, a summary then each explanation.
 
 Run ``python spaces/playground/app.py`` from a checkout with d2t-metrics
 installed (``pip install -e ".[all]"``); published, it is its own Hub Space
@@ -13,6 +13,14 @@ a change here. Models load once per process, on first use: the project's
 checkpoint where present, else the paper's Hub model, else the project's
 published checkpoint; a metric whose model cannot be loaded is skipped with a
 note (a metric with a model-free config, DAE's ``rule``, falls back to it).
+
+Results are laid out to be read from a phone (390 px) to a wide screen: a
+summary (:func:`summary_html`: each metric's headline score and verdict),
+then each metric's section at full width (:func:`panel_html`), one under the
+other; long details are collapsed (``<details>``) and wide tables scroll inside
+their own box. ``tests/test_browser.py`` checks from the rendered page, at
+1,400, 1,024 and 390 px, that no result block overlaps another and none runs
+past the right edge, and saves the screenshots ``screenshot-<width>.png``.
 """
 
 import html
@@ -38,7 +46,8 @@ KNOWN = {
     },
     "dae": {"title": "DAE", "main": ("score", "mean arc P(entailed)"), "env": ("DAE_MODEL",)},
     "data_questeval": {"title": "Data-QuestEval"},
-    "fact_accuracy": {"title": "Fact accuracy"},
+    "fact_accuracy": {"title": "Fact accuracy", "main": ("score", "accuracy")},
+    "semantic_accuracy": {"title": "Semantic accuracy (combined)", "main": ("score", "combined score")},
 }
 
 FALLBACK_EXAMPLES = [
@@ -200,7 +209,12 @@ def _load(name: str) -> Loaded:
         except Exception as e:  # noqa: BLE001
             return Loaded(name, note=_unavailable_reason(e) or f"{type(e).__name__}: {e}", app=app)
     tried = []
-    for model, origin in model_candidates(name, __file__, hub_default=info.get("hub"), env=info.get("env", ())):
+    candidates = model_candidates(name, __file__, hub_default=info.get("hub"), env=info.get("env", ()))
+    if getattr(cls, "COMPONENT_CHECKPOINTS", False):
+        # a combination of metrics (semantic_accuracy): the folder of the project's checkpoints, one per component
+        folder = cls.checkpoint_path()
+        candidates = [(folder, "the project's checkpoints")] if folder else []
+    for model, origin in candidates:
         try:
             metric = _construct(cls, module_hash, None, model)
         except Exception as e:  # noqa: BLE001
@@ -273,6 +287,10 @@ def score_example(table: Any, prediction: str, reference: Optional[str] = None, 
         except ValueError as e:
             out.update(status="error", note=str(e))
             continue
+        except Exception as e:  # noqa: BLE001 - a model that fails to load at compute time: this section says so, the others still show
+            reason = _unavailable_reason(e)
+            out.update(status="skipped" if reason else "error", note=reason or f"{type(e).__name__}: {e}")
+            continue
         example = result["examples"][0]
         key, label = KNOWN.get(name, {}).get("main", ("score", "score"))
         out.update(status="ok", scores=corpus_scores(result), example=example, main=(label, example.get(key, example.get("score"))))
@@ -290,19 +308,56 @@ def _explain(loaded: Loaded, example: Dict[str, Any], prediction: str) -> str:
     shown = json.dumps(example, indent=1, ensure_ascii=False, default=str)
     if len(shown) > 4000:
         shown = shown[:4000] + "\n…"
-    return f"<pre style='white-space:pre-wrap'>{html.escape(shown)}</pre>"
+    return f"<pre style='white-space:pre-wrap;overflow-wrap:anywhere'>{html.escape(shown)}</pre>"
 
 
 def _number(value) -> str:
+    if value is None:
+        return "–"
     return f"{value:.4f}" if isinstance(value, float) else html.escape(str(value))
 
 
+def headline(name: str, result: Dict[str, Any]) -> tuple:
+    """``(label, value, verdict)`` of a metric that ran: the number the summary shows and a short verdict
+    (``d2t_metrics.explain.headline``, which the command line's ``explain`` prints too)."""
+    from d2t_metrics.explain import headline as metric_headline
+
+    _, _, verdict = metric_headline(name, result["example"])
+    label, value = result["main"]
+    return label, value, verdict
+
+
+# Inline styles, not a stylesheet: gradio 6 takes CSS only at launch(), and a
+# published Space launches with none.
+_ROW = "display:flex;flex-wrap:wrap;gap:2px 16px;padding:6px 8px;border-bottom:1px solid #ddd;align-items:baseline;text-align:left"
+
+
+def summary_html(names: List[str], results: Dict[str, Dict[str, Any]]) -> str:
+    """The summary: one row per metric with its headline score and its verdict (or why it did not run),
+    each linking to the metric's section below. A row is a wrapping flex line: name, score and verdict
+    side by side on a wide screen; on a phone the verdict goes under them at full width."""
+    rows = []
+    for name in names:
+        result = results[name]
+        link = f'<a href="#d2t-metric-{html.escape(name)}" style="flex:0 0 11em;font-weight:600;text-align:left">{html.escape(result["title"])}</a>'
+        if result["status"] == "ok":
+            label, value, verdict = headline(name, result)
+            score = f'<small>{html.escape(label)}</small> <b class="d2t-summary-score">{_number(value)}</b>'
+        else:
+            score, verdict = "–", ("skipped: " if result["status"] == "skipped" else "error: ") + str(result["note"])
+        rows.append(f'<div class="d2t-summary-row" data-metric="{html.escape(name)}" style="{_ROW}">{link}'
+                    f'<span style="flex:0 0 13em">{score}</span>'
+                    f'<span style="flex:1 1 18em;min-width:0;overflow-wrap:break-word">{html.escape(verdict)}</span></div>')
+    return ('<div class="d2t-summary" style="border:1px solid #ddd;border-bottom:none;border-radius:6px;max-width:100%">'
+            + "".join(rows) + "</div>")
+
+
 def panel_html(name: str, result: Dict[str, Any]) -> str:
-    """One metric's panel: its headline number, its other scores and its explanation."""
+    """One metric's section: its headline number, its other scores and its explanation."""
     from d2t_metrics.spaces import error_html, note_html
 
     head = f'<h3 style="margin:0 0 4px 0">{html.escape(result["title"])}</h3>'
-    model = f'<p style="margin:0 0 6px 0"><small>{html.escape(result["model"])}</small></p>'
+    model = f'<p style="margin:0 0 6px 0;overflow-wrap:anywhere"><small>{html.escape(result["model"])}</small></p>'
     if result["status"] == "skipped":
         body = note_html(f"Skipped: {result['note']}")
     elif result["status"] == "error":
@@ -317,9 +372,11 @@ def panel_html(name: str, result: Dict[str, Any]) -> str:
             body += note_html(result["note"])
         scores = {k: v for k, v in result["example"].items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         flags = {k: v for k, v in result["example"].items() if isinstance(v, bool) or k == "label"}
-        body += "<p><small>" + " · ".join(f"{html.escape(k)} {_number(v)}" for k, v in {**scores, **flags}.items()) + "</small></p>"
+        body += ('<p style="overflow-wrap:break-word"><small>'
+                 + " · ".join(f"{html.escape(k)} {_number(v)}" for k, v in {**scores, **flags}.items()) + "</small></p>")
         body += result["explanation"]
-    return f'<div class="d2t-metric" id="d2t-metric-{html.escape(name)}">{head}{model}{body}</div>'
+    return (f'<section class="d2t-metric" id="d2t-metric-{html.escape(name)}" '
+            f'style="max-width:100%;overflow-wrap:break-word">{head}{model}{body}</section>')
 
 
 # ---------------------------------------------------------------------------
@@ -404,31 +461,27 @@ def plot_scores(runs, n_examples: int, path: str) -> str:
 
 
 def score_ui(source, layout, grid, text, prediction, reference):
-    """The Score button: one HTML panel per metric."""
-    import gradio as gr
-
-    from d2t_metrics.spaces import error_html, read_table
+    """The Score button: the summary, then one section per metric."""
+    from d2t_metrics.spaces import error_html, read_table, warn
 
     names = discover_metrics()
     try:
         table = read_table(source, layout, grid, text)
         results = score_example(table, prediction, reference, names)
     except ValueError as e:
-        gr.Warning(str(e))
-        return [error_html(str(e))] * len(names)
-    return [panel_html(name, results[name]) for name in names]
+        warn(e)  # escaped: the message quotes the user's table
+        return [error_html(str(e))] + [""] * len(names)
+    return [summary_html(names, results)] + [panel_html(name, results[name]) for name in names]
 
 
 def score_file_ui(file):
-    import gradio as gr
-
-    from d2t_metrics.spaces import error_html, note_html
+    from d2t_metrics.spaces import error_html, note_html, warn
 
     path = file if isinstance(file, str) or file is None else getattr(file, "name", None)
     try:
         out = score_file(path)
     except ValueError as e:
-        gr.Warning(str(e))
+        warn(e)
         return error_html(str(e)), None, None, None
     notes = "".join(note_html(n) for n in out["notes"])
     status = f"<p>Scored {out['examples']} examples.</p>{notes}"
@@ -448,7 +501,7 @@ def build_demo():
     with gr.Blocks(title="d2t-metrics playground") as demo:
         gr.Markdown(
             "# d2t-metrics playground\nDoes the generated text say all of its input data, and only that? "
-            f"Every semantic-accuracy metric of {project} on one input, side by side: "
+            f"Every semantic-accuracy metric of {project} on one input: "
             + ", ".join(f"**{title(n)}**" for n in names)
             + ". Models load on first use; a metric whose model is unavailable is skipped with a note."
         )
@@ -464,9 +517,14 @@ def build_demo():
                             value=(first.get("references") or [""])[0], elem_id="d2t-reference",
                         )
                         button = gr.Button("Score with every metric", variant="primary", elem_id="d2t-score")
-                with gr.Row(equal_height=False):
-                    panels = [gr.HTML(f"<p><i>{html.escape(title(n))}: press Score.</i></p>", elem_id=f"d2t-panel-{n}") for n in names]
-                button.click(score_ui, inputs=table.inputs + [prediction, reference], outputs=panels)
+                # The results, one under the other at full width: a summary of every
+                # metric's score, then each metric's own section (its long parts collapsed),
+                # readable from a phone to a wide screen.
+                with gr.Column(elem_id="d2t-results"):
+                    summary = gr.HTML("<p><i>Press Score to see every metric's score here, then each one's explanation.</i></p>",
+                                      elem_id="d2t-summary")
+                    panels = [gr.HTML("", elem_id=f"d2t-panel-{n}") for n in names]
+                button.click(score_ui, inputs=table.inputs + [prediction, reference], outputs=[summary] + panels)
                 gr.Examples(
                     [example_values(e["table"]) + [e["prediction"], (e.get("references") or [""])[0]] for e in examples],
                     inputs=table.example_inputs + [prediction, reference],

@@ -40,6 +40,7 @@ import transformers
 from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, checkpoint_size, resolve_base, save_checkpoint, warm_start
 from d2t_metrics.generator import TimeBudget
 from d2t_metrics.models import get_device
+from d2t_metrics.untrusted import literal_tokenizer
 from metrics.dae.arcs import ARC_FEATURES, LEXICAL_FEATURES, RELATION_IDS, RELATIONS, Arc, SourceIndex, load_spacy
 from metrics.dae.model import ARC_MODEL_KIND, CHECKPOINT_TASK, DEFAULT_MAX_LENGTH, HEAD_FILE, encode_pairs, head_tensors, make_arc_head
 from metrics.dae.scorer import DAEScorer
@@ -338,7 +339,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         neg_weight = max(1.0, (0.3 / 0.7) * n_pos / max(n_arcs - n_pos, 1))
     log(f"train {len(train)} examples / {n_arcs} arcs ({n_pos / max(n_arcs, 1):.1%} entailed); dev {len(dev)}; neg_weight {neg_weight:.2f}; device {device}")
 
-    tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_base(args.base))
+    tokenizer = literal_tokenizer(transformers.AutoTokenizer.from_pretrained(resolve_base(args.base)))
     lora = dict(DEFAULT_LORA, r=args.lora_r, lora_alpha=2 * args.lora_r)
     encoder = apply_lora(build_base_model({"base": args.base, "task": CHECKPOINT_TASK}), lora, trainable=())
     head = make_arc_head(encoder.config.hidden_size, num_features=num_features)

@@ -87,6 +87,7 @@ from d2t_metrics.generator import last_trainer_checkpoint
 from d2t_metrics.generator import train_generator
 from d2t_metrics.hub import quiet_loading
 from d2t_metrics.hub import resolve_model_name
+from d2t_metrics.untrusted import literal_tokenizer
 from metrics.data_questeval.qa import QA_TASK
 from metrics.data_questeval.qa import SPAN_MAX_ANSWER_TOKENS
 from metrics.data_questeval.qa import SPAN_MAX_QUESTION_TOKENS
@@ -258,7 +259,7 @@ def train_span_qa(train: Sequence[QAExample], dev: Sequence[QAExample], output: 
     transformers.set_seed(seed)
     lora = dict(DEFAULT_LORA, r=lora_r, lora_alpha=2 * lora_r)
     with quiet_loading():
-        tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model_name(resolve_base(base)))
+        tokenizer = literal_tokenizer(transformers.AutoTokenizer.from_pretrained(resolve_model_name(resolve_base(base))))
         verbosity = transformers.logging.get_verbosity()
         transformers.logging.set_verbosity_error()  # the fresh span head is reported "newly initialized": it is trained here
         try:

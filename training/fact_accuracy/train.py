@@ -55,6 +55,7 @@ from d2t_metrics.generator import train_generator
 from d2t_metrics.hub import hub_offline
 from d2t_metrics.hub import quiet_loading
 from d2t_metrics.hub import resolve_model_name
+from d2t_metrics.untrusted import literal_tokenizer
 from metrics.fact_accuracy import relations as rel
 from training.fact_accuracy.relation_data import build_examples
 from training.fact_accuracy.relation_data import relation_scores
@@ -192,7 +193,7 @@ def train_relations(args, command: str) -> dict:
     transformers.logging.set_verbosity_error()  # the classifier is reported "newly initialized": it is trained here
     try:
         with quiet_loading():
-            tokenizer = transformers.AutoTokenizer.from_pretrained(base, local_files_only=local_only)
+            tokenizer = literal_tokenizer(transformers.AutoTokenizer.from_pretrained(base, local_files_only=local_only))
             model = transformers.AutoModelForSequenceClassification.from_pretrained(
                 base, num_labels=len(labels), id2label=id2label, label2id={v: k for k, v in id2label.items()},
                 use_safetensors=True, local_files_only=local_only)

@@ -45,6 +45,7 @@ from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, 
 from d2t_metrics.datasets import shared_dir
 from d2t_metrics.generator import TimeBudget
 from d2t_metrics.models import get_device
+from d2t_metrics.untrusted import literal_tokenizer
 from training.nli_semantic_accuracy.nli_data import LABELS, Pair, build_pairs, subsample
 from training.ordered_trainer import EpochBatches, EveryNSteps, OrderedTrainer
 
@@ -238,7 +239,7 @@ def main(argv=None):
         "train_args": {k: v for k, v in vars(args).items() if k not in ("out", "shared")},
         "train_pairs": len(train),
     }
-    tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_base(args.base))
+    tokenizer = literal_tokenizer(transformers.AutoTokenizer.from_pretrained(resolve_base(args.base)))
     model = apply_lora(build_base_model(meta), lora, trainable=("classifier",))
     if args.init:
         _, init_meta = warm_start(model, args.init, lora)

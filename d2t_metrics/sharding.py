@@ -1,0 +1,222 @@
+"""``d2t-metrics score`` sharded over processes, GPUs and machines.
+
+Run the command line under a torch.distributed launcher and it splits the work::
+
+    torchrun --nproc_per_node 8 -m d2t_metrics.cli score --input in.jsonl --output out.jsonl
+    accelerate launch --num_processes 2 -m d2t_metrics.cli score ...
+
+Both launchers set ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
+``MASTER_PORT`` (:func:`launch_from_env` reads them; a ``WORLD_SIZE`` of 1, or
+none, is a plain run). Every process reads and checks the whole input and
+plans every metric on it, exactly as a single process does (so each passes
+the same columns and options); then, per metric, each process scores its
+contiguous share of the lines (:func:`d2t_metrics.parallel.shard_bounds`), on
+its own GPU (``LOCAL_RANK``'s) when CUDA exists, and the first process
+(rank 0) gathers the per-example results over torch.distributed's ``gloo``
+backend (it works on CPU and across machines), computes the corpus scores of
+the whole with the metric's :meth:`d2t_metrics.metric.D2TMetric.corpus_scores`,
+and alone writes the output and prints the scores. The output is the single
+process's: the per-example dicts in input order, and corpus scores computed
+from them as ``_compute`` does. Byte for byte so where an example's scores do
+not depend on the batch it is scored in: model-free metrics, and models at
+``--batch-size 1``; a float32 model padded in other batches moves in the
+7th-8th digit (issue #38), and so do the means of those numbers.
+
+Every process prints its own warnings and skips; the first alone prints the
+scores, ``--timing`` (its own stages, ``<name>: gather`` being its wait for
+the other shards) and the exit status that matters (the others exit 0 unless
+they fail themselves).
+
+A metric whose class does not say how its corpus scores follow from its
+per-example ones (no ``corpus_scores`` of its own, or not a ``D2TMetric``) is
+scored whole by rank 0, the others waiting. A metric that fails, or is skipped,
+in any process is failed, or skipped, for the run. A metric that could not be
+prepared in every process (a library missing on one machine) is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import re
+import sys
+import traceback
+from dataclasses import dataclass, replace
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+from . import runner
+from .parallel import shard_bounds
+from .runner import Corpus
+from .runner import Outcome
+from .runner import PreparedMetric
+from .runner import Skip
+from .runner import UsageError
+from .timing import stage
+
+# How long a process waits for the others at a gather: a shard may take hours, and a metric
+# that cannot be sharded keeps all but rank 0 waiting while it runs (torch's default is 30 min).
+GATHER_TIMEOUT = datetime.timedelta(days=2)
+# compute() arguments that hold one value per example: what a shard slices.
+PER_EXAMPLE_ARGUMENTS = ("predictions", *runner.INPUT_FIELDS)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """This process's place in a distributed launch."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def launch_from_env(environ=None) -> Optional[Launch]:
+    """The launch torchrun or ``accelerate launch`` describe in the environment; ``None`` for a
+    plain run (no ``WORLD_SIZE``, or 1). A partial or malformed description is a :class:`UsageError`."""
+    environ = os.environ if environ is None else environ
+    if environ.get("WORLD_SIZE") in (None, "", "1"):
+        return None
+    missing = [v for v in ("RANK", "MASTER_ADDR", "MASTER_PORT") if not environ.get(v)]
+    if missing:
+        raise UsageError(f"WORLD_SIZE={environ['WORLD_SIZE']} but {', '.join(missing)} not set: "
+                         "run under torchrun or accelerate launch, which set them")
+    try:
+        world_size, rank = int(environ["WORLD_SIZE"]), int(environ["RANK"])
+        local_rank = int(environ.get("LOCAL_RANK") or 0)
+    except ValueError:
+        raise UsageError(f"WORLD_SIZE, RANK and LOCAL_RANK must be integers, got {environ.get('WORLD_SIZE')!r}, "
+                         f"{environ.get('RANK')!r}, {environ.get('LOCAL_RANK')!r}") from None
+    if world_size < 1 or not 0 <= rank < world_size or local_rank < 0:
+        raise UsageError(f"bad launch: RANK={rank}, LOCAL_RANK={local_rank}, WORLD_SIZE={world_size}")
+    return Launch(rank=rank, world_size=world_size, local_rank=local_rank)
+
+
+def _torch():
+    import torch.distributed  # lazy: torch, which --help and a plain run of a model-free metric never import
+
+    return torch
+
+
+@contextlib.contextmanager
+def started(launch: Optional[Launch]) -> Iterator[None]:
+    """Join the launch's process group for the block (nothing for a plain run): this process's GPU
+    is ``LOCAL_RANK``'s, so that a metric's ``"cuda"`` is its own; the group uses ``gloo``."""
+    if launch is None:
+        yield
+        return
+    torch = _torch()
+    dist = torch.distributed
+    if torch.cuda.is_available():
+        torch.cuda.set_device(launch.local_rank % torch.cuda.device_count())
+    dist.init_process_group("gloo", rank=launch.rank, world_size=launch.world_size, timeout=GATHER_TIMEOUT)
+    try:
+        yield
+        dist.barrier()  # rank 0 may still be scoring what it alone scores: leave together
+    finally:
+        dist.destroy_process_group()
+
+
+def splits_exactly(metric) -> bool:
+    """Whether the metric's corpus scores follow from its per-example ones: a ``D2TMetric`` whose
+    class defines :meth:`~d2t_metrics.metric.D2TMetric.corpus_scores`."""
+    from .metric import D2TMetric  # lazy: evaluate, imported by now (the metric's module did)
+
+    return isinstance(metric, D2TMetric) and type(metric).corpus_scores is not D2TMetric.corpus_scores
+
+
+def corpus_slice(corpus: Corpus, start: int, end: int) -> Corpus:
+    """Lines ``[start, end)`` of ``corpus``, with their own line numbers."""
+    cut = lambda column: None if column is None else column[start:end]  # noqa: E731
+    return replace(corpus, ids=corpus.ids[start:end], predictions=corpus.predictions[start:end],
+                   references=cut(corpus.references), tables=cut(corpus.tables), sources=cut(corpus.sources),
+                   line_numbers=corpus.line_numbers[start:end])
+
+
+def shard_of(prepared: PreparedMetric, start: int, end: int, show_progress: bool) -> PreparedMetric:
+    """The prepared metric with its per-example arguments cut to ``[start, end)``; the options,
+    planned on the whole input, are the same in every process."""
+    kwargs: Dict[str, Any] = {k: (v[start:end] if k in PER_EXAMPLE_ARGUMENTS else v) for k, v in prepared.kwargs.items()}
+    if "show_progress" in kwargs:
+        kwargs["show_progress"] = kwargs["show_progress"] and show_progress
+    return replace(prepared, kwargs=kwargs)
+
+
+def global_indices(message: str, start: int) -> str:
+    """A shard's ``example 3:`` is the input's ``example start+3:``."""
+    return re.sub(r"\bexample (\d+):", lambda m: f"example {int(m.group(1)) + start}:", message)
+
+
+def agreed(prepared: List[PreparedMetric], outcome: Outcome, launch: Launch) -> List[PreparedMetric]:
+    """The metrics prepared in every process (the others are skipped), so that all take part in
+    the same gathers, in the same order."""
+    everywhere: List[List[str]] = [[] for _ in range(launch.world_size)]
+    _torch().distributed.all_gather_object(everywhere, [p.name for p in prepared])
+    kept = []
+    for p in prepared:
+        lacking = [rank for rank, names in enumerate(everywhere) if p.name not in names]
+        if not lacking:
+            kept.append(p)
+        elif launch.is_main:
+            runner.report_skip(p.name, f"it could not be prepared in process(es) {', '.join(map(str, lacking))} "
+                                       "(see their messages)", outcome)
+    return kept
+
+
+def score_shard(prepared: PreparedMetric, corpus: Corpus, launch: Launch) -> tuple:
+    """Score this process's share: ``("ran", examples)``, ``("skipped", reason)`` or ``("failed", message)``."""
+    start, end = shard_bounds(len(corpus), launch.world_size, launch.rank)
+    if start == end:  # fewer lines than processes
+        return "ran", []
+    shard = shard_of(prepared, start, end, show_progress=launch.is_main)
+    try:
+        _, examples = runner.compute_result(shard, corpus_slice(corpus, start, end))
+        return "ran", examples
+    except Skip as e:
+        return "skipped", str(e)
+    except Exception as e:  # noqa: BLE001 - reported by rank 0 for the run; the traceback here
+        if not isinstance(e, (ValueError, runner.MetricFailed)):
+            traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
+        error = ValueError(global_indices(str(e), start)) if isinstance(e, ValueError) else e
+        return "failed", runner.failure_message(error, prepared, corpus)
+
+
+def run_sharded(prepared: PreparedMetric, corpus: Corpus, outcome: Outcome, launch: Launch) -> None:
+    """Score one prepared metric over every process; rank 0 records the outcome of the whole."""
+    if not splits_exactly(prepared.metric):
+        if launch.is_main:
+            print(f"d2t-metrics: {prepared.name} does not say how its corpus scores follow from per-example ones; "
+                  "scoring it in this process alone", file=sys.stderr)
+            runner.run_prepared(prepared, corpus, outcome)
+        return
+    if launch.is_main:
+        print(f"d2t-metrics: running {runner.describe(prepared)} on {launch.world_size} processes", file=sys.stderr)
+    report = score_shard(prepared, corpus, launch)
+    reports: Optional[List[Any]] = [None] * launch.world_size if launch.is_main else None
+    with stage(f"{prepared.name}: gather"):  # on rank 0: the wait for the slowest shard, and the transfer
+        _torch().distributed.gather_object(report, reports, dst=0)
+    if launch.is_main:
+        record(prepared, reports, outcome)
+
+
+def record(prepared: PreparedMetric, reports: Sequence[tuple], outcome: Outcome) -> None:
+    """Rank 0: the metric failed if it failed anywhere, was skipped if skipped anywhere, else ran:
+    the shards' examples in rank order are the input's, and its corpus scores those of the whole."""
+    failed = [(rank, text) for rank, (kind, text) in enumerate(reports) if kind == "failed"]
+    skipped = [(rank, text) for rank, (kind, text) in enumerate(reports) if kind == "skipped"]
+    if failed:
+        outcome.failed.append(prepared.name)
+        for rank, text in failed:
+            print(f"d2t-metrics: error: {prepared.name} failed (process {rank}): {text}", file=sys.stderr)
+    elif skipped:
+        runner.report_skip(prepared.name, f"{skipped[0][1]} (process {skipped[0][0]})", outcome)
+    else:
+        examples = [example for _, shard in reports for example in shard]
+        scores = runner.corpus_scores(prepared.metric.corpus_scores(examples))
+        outcome.runs.append(runner.metric_run(prepared, scores, examples))
+
+
+__all__ = ["Launch", "launch_from_env", "started", "splits_exactly", "agreed", "run_sharded"]

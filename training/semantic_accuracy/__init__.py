@@ -1,0 +1,1 @@
+"""Fitting the combination weights of ``metrics/semantic_accuracy`` (``python -m training.semantic_accuracy.fit``)."""
