@@ -395,3 +395,14 @@ DEFAULT_METRICS = (
     "fact_accuracy", "fact_accuracy_relations", "fact_accuracy_openie",
     "fact_accuracy_ref", "fact_accuracy_relations_ref", "fact_accuracy_openie_ref",
 )
+
+
+def model_assignments(specs, error) -> Dict[str, str]:
+    """``--model NAME=PATH`` values → ``{name: path}``; ``error`` (a parser's) reports a bad one."""
+    models = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            error(f"--model wants NAME=PATH, got {spec!r}")
+        models[name.strip()] = path.strip()
+    return models

@@ -39,6 +39,7 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .adapters import model_assignments
 from .results_md import markdown_table, write_section
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -338,12 +339,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error("--no-examples needs --webnlg N")
     if args.webnlg < 0:
         p.error("--webnlg must be ≥ 0")
-    args.models = {}
-    for spec in args.model:
-        name, sep, path = spec.partition("=")
-        if not sep:
-            p.error(f"--model wants NAME=PATH, got {spec!r}")
-        args.models[name.strip()] = path.strip()
+    args.models = model_assignments(args.model, p.error)
     return args
 
 

@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
+from .adapters import model_assignments
 from .results_md import markdown_table, write_section
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -566,12 +567,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"unknown perturbation(s) {', '.join(unknown)}; choose from {', '.join(RUN_ORDER)}")
     if args.n < 1:
         p.error("--n must be at least 1")
-    args.models = {}
-    for spec in args.model:
-        name, sep, path = spec.partition("=")
-        if not sep:
-            p.error(f"--model wants NAME=PATH, got {spec!r}")
-        args.models[name.strip()] = path.strip()
+    args.models = model_assignments(args.model, p.error)
     return args
 
 

@@ -23,7 +23,7 @@ import traceback
 from typing import Dict, List, Optional
 
 from . import report
-from .adapters import DEFAULT_METRICS, METRICS, MetricUnavailable, Options
+from .adapters import DEFAULT_METRICS, METRICS, MetricUnavailable, Options, model_assignments
 from .data import LOADERS, BenchDataset, DatasetMissing, load_dataset
 from .meta import analyze
 from .plotting import write_plots
@@ -67,12 +67,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     for d in args.datasets:
         if d not in LOADERS:
             p.error(f"unknown data set {d!r}; choose from {', '.join(LOADERS)}")
-    args.models = {}
-    for spec in args.model:
-        name, sep, path = spec.partition("=")
-        if not sep:
-            p.error(f"--model wants NAME=PATH, got {spec!r}")
-        args.models[name.strip()] = path.strip()
+    args.models = model_assignments(args.model, p.error)
     return args
 
 

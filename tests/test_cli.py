@@ -1222,7 +1222,10 @@ def test_ctrl_c_while_a_model_loads_exits_130_at_once_keeping_only_what_finished
     proc = subprocess.Popen(
         [sys.executable, "-m", "d2t_metrics.cli", "score", "--metrics", "quick,slow_load", "--metrics-dir", str(tmp_path / "metrics"),
          "--input", inp, "--output", str(out_dir / "out.jsonl"), "--no-progress"],
-        cwd=ROOT, env=dict(os.environ, LOADING_MARKER=str(marker)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=ROOT, env=dict(os.environ, LOADING_MARKER=str(marker)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a user's terminal delivers Ctrl-C; under nohup (or a CI runner that ignores SIGINT) the
+        # child would inherit the ignore, which the command line rightly keeps
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 600  # imports on a busy machine
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -1247,13 +1250,30 @@ def test_ctrl_c_while_a_model_loads_exits_130_at_once_keeping_only_what_finished
 def test_the_interrupt_guard_restores_the_previous_handler():
     import signal
 
-    before = signal.getsignal(signal.SIGINT)
-    with runner.InterruptGuard(lambda: None):
-        assert signal.getsignal(signal.SIGINT) is not before
-    assert signal.getsignal(signal.SIGINT) is before
-    assert signal.set_wakeup_fd(-1) == -1  # and the wakeup fd
-    with pytest.raises(KeyboardInterrupt):
-        signal.raise_signal(signal.SIGINT)  # Python's own handling is back
+    # Python's own handler, as in a terminal (a run under nohup starts with SIGINT ignored)
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        before = signal.getsignal(signal.SIGINT)
+        with runner.InterruptGuard(lambda: None):
+            assert signal.getsignal(signal.SIGINT) is not before
+        assert signal.getsignal(signal.SIGINT) is before
+        assert signal.set_wakeup_fd(-1) == -1  # and the wakeup fd
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)  # Python's own handling is back
+    finally:
+        signal.signal(signal.SIGINT, outer)
+
+
+def test_the_interrupt_guard_keeps_an_ignored_sigint_ignored():
+    import signal
+
+    outer = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with runner.InterruptGuard(lambda: None):
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, outer)
 
 
 @pytest.mark.parametrize("metric,argv,fragment", [
