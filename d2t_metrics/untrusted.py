@@ -35,6 +35,14 @@ _INVISIBLE = re.compile(
 )
 
 
+# The control strings of the common tokenizers (BERT's, T5's and RoBERTa's, the chat models'):
+# the words a text may hold to pose as one. CONTROL_STRINGS lists them; CONTROL_TOKEN also
+# matches any ``<|name|>``.
+CONTROL_STRINGS = ("[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]", "<s>", "</s>", "<pad>", "<unk>", "<mask>",
+                   "<|endoftext|>", "<|im_start|>", "<|im_end|>")
+CONTROL_TOKEN = re.compile(r"<\|[\w.-]{0,40}\|>|</?s>|<(?:pad|unk|mask)>|\[(?:SEP|CLS|MASK|PAD|UNK)\]")
+
+
 def plain_text(text: str) -> str:
     """``text`` without invisible control characters (see the module docstring); everything
     a reader sees is kept, as it is."""

@@ -17,6 +17,7 @@ from d2t_metrics.inputs import check_batch_size
 from d2t_metrics.inputs import decode_table
 from d2t_metrics.linearize import linearize
 from d2t_metrics.metric import D2TMetric
+from d2t_metrics.untrusted import CONTROL_STRINGS
 from d2t_metrics.untrusted import plain_text
 from d2t_metrics.untrusted import special_strings
 
@@ -176,10 +177,6 @@ MAX_QA_WINDOWS = 8
 # questions are generated once for all the texts scored on it, a text's for every text
 GENERATOR_QUESTIONS = {"table_qg": 5, "text_qg": 3}
 MAX_QUESTIONS_PER_ANSWER = 8
-# BERT's, T5's / RoBERTa's and the chat models' control strings: removed from texts and tables with
-# the loaded tokenizers' own (none occurs in WebNLG 2017 or E2E)
-COMMON_CONTROL_STRINGS = ("[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]", "<s>", "</s>", "<pad>", "<unk>", "<mask>",
-                          "<|endoftext|>", "<|im_start|>", "<|im_end|>")
 QUESTION_CACHE_SIZE = 50_000
 
 
@@ -280,7 +277,9 @@ class DataQuestEval(D2TMetric):
     def _control_strings(self):
         """The special-token strings of every tokenizer the loaded models read with, and those of the
         common model families (a text written for another model's tokenizer)."""
-        found = set(COMMON_CONTROL_STRINGS)
+        # the common tokenizers' control strings and the loaded ones' own, removed from texts
+        # and tables (none occurs in WebNLG 2017 or E2E)
+        found = set(CONTROL_STRINGS)
         for model in list(self._backends.values()) + [self._bertscore]:
             found.update(special_strings(getattr(model, "tokenizer", None)))
         return sorted(found, key=len, reverse=True)

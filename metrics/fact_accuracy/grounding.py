@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
+from d2t_metrics.untrusted import CONTROL_TOKEN
 from d2t_metrics.untrusted import has_invisible
 from d2t_metrics.untrusted import plain_text
 
@@ -66,9 +67,6 @@ _TRIPLE = re.compile(r"[^|;:\n.!?]*\|[^|;\n]*\|[^|;\n.!?]*")
 _PIPE = re.compile(r"\|")
 # a prompt label and the rest of its line ("Text: <an injected text>", "Triples: ...")
 _PROMPT_LABEL = re.compile(r"\b(?:triples|text|relations)\s*:[^\n]*", re.IGNORECASE)
-# control-token strings of the common tokenizers ("</s>", "[SEP]", "<|endoftext|>"): they say
-# nothing, and the extractor, reading them as characters, still writes noise around them
-_CONTROL_TOKEN = re.compile(r"<\|[\w.-]{0,40}\|>|</?s>|<(?:pad|unk|mask)>|\[(?:SEP|CLS|MASK|PAD|UNK)\]")
 _SENTENCE = re.compile(r"[^.!?\n]*(?:[.!?]+|\n|$)")
 
 
@@ -88,7 +86,9 @@ def blank_format_imitation(text: str, relations: Sequence[str] = ()) -> Tuple[st
     (module docstring), and the blanked ranges, in order."""
     spans: List[Tuple[int, int]] = []
     # control tokens first: the pipes of "<|endoftext|>" are not a triple's separators
-    for pattern in (_CONTROL_TOKEN, _TRIPLE, _PIPE, _PROMPT_LABEL):
+    # control-token strings say nothing, and the extractor, reading them as characters, still
+    # writes noise around them
+    for pattern in (CONTROL_TOKEN, _TRIPLE, _PIPE, _PROMPT_LABEL):
         for m in pattern.finditer(text):
             if m.end() > m.start() and m.group().strip():
                 text = _blank(text, m.start(), m.end())
