@@ -25,7 +25,7 @@ in), the largest difference of any per-example number is given. The
 machine's load average before and after is printed, since a busy machine
 changes every figure. A metric whose file does not define ``corpus_scores``
 yet is scored from a copy that does (:data:`OVERRIDES`), and the table says
-so. ``--write-results`` writes the table as section ``sharding`` of
+so. ``--write-results`` writes the table as section ``sharding_<metric>`` of
 benchmarks/RESULTS.md.
 """
 
@@ -157,7 +157,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="rounds of the three runs, one after the other")
     parser.add_argument("--batch-size", type=int, help="the metric's batch size (default: its own); 1 makes a float32 model's "
                         "scores independent of the batch, so the outputs byte-identical")
-    parser.add_argument("--write-results", action="store_true", help="write section 'sharding' of benchmarks/RESULTS.md")
+    parser.add_argument("--write-results", action="store_true", help="write section 'sharding_<metric>' of benchmarks/RESULTS.md")
     args = parser.parse_args(argv)
 
     load_before = os.getloadavg()
@@ -204,7 +204,7 @@ def main(argv=None) -> int:
     ])
     print(text)
     if args.write_results:
-        print(f"wrote {write_section('sharding', text)}", file=sys.stderr)
+        print(f"wrote {write_section(f'sharding_{args.metric}', text)}", file=sys.stderr)
     return 0
 
 

@@ -165,3 +165,126 @@ def test_encoder_only_logits_drop_the_feature_share():
     expected = head(h, c, r, torch.zeros(5, 3))
     assert not torch.allclose(head(h, c, r, feats), expected)
     assert torch.allclose(encoder_only_logits(head, head(h, c, r, feats), feats), expected, atol=1e-6)
+
+
+# ---------------------------------------------------------------- data-to-text arcs (make_d2t_data)
+
+
+def _labels(e):
+    return {(e["words"][a[0]], a[2], e["words"][a[1]]): a[3] for a in e["arcs"]}
+
+
+def _d2t_example(nlp, source, text, changed):
+    from metrics.dae.arcs import arc_keys, doc_arcs
+    from training.dae.make_d2t_data import example
+
+    return example(source, nlp(text), changed, "t", "t", "g", arc_keys(doc_arcs(nlp(source))))
+
+
+def test_d2t_swap_and_number_mark_exactly_the_changed_arcs(nlp):
+    import random
+
+    from d2t_metrics.tables import parse_table
+    from training.dae.make_d2t_data import alter_number, swap_value, table_source
+
+    table = parse_table(["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | birthYear | 1932"])
+    source = table_source(table)
+    assert "Wheeler, Texas" in source and "1932" in source  # the metric's own verbalization
+    ref = "Alan Bean was born in Wheeler, Texas in 1932."
+    pools = {("object", "birthPlace"): ["Boston", "Wheeler, Texas"]}
+    text, changed = swap_value(ref, table, pools, random.Random(0))
+    assert text == "Alan Bean was born in Boston in 1932." and text[changed[0][0]:changed[0][1]] == "Boston"
+    labels = _labels(_d2t_example(nlp, source, text, changed))
+    assert {k for k, y in labels.items() if y == 0} == {("born", "prep:in", "Boston")}, labels
+    assert labels[("Bean", "compound", "Alan")] == 1
+    text, changed = alter_number(ref, source, random.Random(0))
+    new_year = text[changed[0][0]:changed[0][1]]
+    assert new_year != "1932" and len(new_year) == 4 and text.replace(new_year, "1932") == ref
+    labels = _labels(_d2t_example(nlp, source, text, changed))
+    assert [k for k, y in labels.items() if y == 0] == [k for k in labels if new_year in k], labels
+    assert len([y for y in labels.values() if y == 0]) == 1
+    assert swap_value("Bean flew to the Moon.", table, pools, random.Random(0)) is None  # nothing of the table mentioned
+
+
+def test_d2t_append_and_drop(nlp):
+    import random
+
+    from d2t_metrics.tables import parse_table
+    from training.dae.make_d2t_data import append_fact, drop_fact, table_source
+
+    table = parse_table(["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | occupation | Test_pilot"])
+    source = table_source(table)
+    ref = "Alan Bean was born in Wheeler, Texas"
+    text, changed = append_fact(ref, "Alan Bean walked on the Moon.")
+    assert text == "Alan Bean was born in Wheeler, Texas. Alan Bean walked on the Moon."
+    labels = _labels(_d2t_example(nlp, source, text, changed))
+    assert labels[("walked", "prep:on", "Moon")] == 0 and labels[("walked", "nsubj", "Bean")] == 0
+    # the appended sentence's "Alan Bean" is an arc of the source: still entailed
+    assert labels[("born", "prep:in", "Wheeler")] == 1 and all(y == 1 for k, y in labels.items() if k == ("Bean", "compound", "Alan"))
+    ref = "Alan Bean, a test pilot, was born in Wheeler, Texas."
+    smaller, changed = drop_fact(ref, table, random.Random(0))
+    assert len(smaller) == 1
+    dropped_value = ref[changed[0][0]:changed[0][1]]
+    assert dropped_value.lower() in ("wheeler, texas", "test pilot") and dropped_value.lower() not in table_source(smaller).lower()
+    labels = _labels(_d2t_example(nlp, table_source(smaller), ref, changed))
+    zero = {k for k, y in labels.items() if y == 0}
+    assert zero and all(any(w in dropped_value for w in (k[0], k[2])) for k in zero), labels
+    assert drop_fact("Alan Bean was born.", table, random.Random(0)) is None
+
+
+def test_d2t_build_and_train_step(tiny_encoder, tmp_path, nlp):
+    """Data from two tables (references and corruptions, one split each way) trains a tiny model end to end."""
+    import json
+    import random
+    from collections import Counter
+
+    from d2t_metrics.tables import parse_table
+    from metrics.dae.scorer import DAEScorer
+    from training.dae import train
+    from training.dae.make_d2t_data import build, value_pools
+
+    class Entry:
+        def __init__(self, rows, refs):
+            self.table, self.lexicalizations = parse_table(rows), refs
+
+    entries = [Entry(["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | birthYear | 1932"],
+                     ["Alan Bean was born in Wheeler, Texas in 1932.", "Born in 1932, Alan Bean is from Wheeler, Texas."]),
+               Entry(["Elliot_See | birthPlace | Dallas", "Elliot_See | birthYear | 1927"],
+                     ["Elliot See was born in Dallas in 1927."])]
+    counts = Counter()
+    rows = build(entries, "t", nlp, random.Random(0), 2, value_pools(entries), ({}, []), "train", counts)
+    kinds = Counter(e["kind"] for e in rows)
+    assert kinds["d2t-ref"] == 3 and sum(kinds.values()) > 3 and counts[("train", "arcs")] == sum(len(e["arcs"]) for e in rows)
+    assert all(any(a[3] == 0 for a in e["arcs"]) for e in rows if e["kind"] != "d2t-ref")
+    assert all(all(a[3] == 1 for a in e["arcs"]) for e in rows if e["kind"] == "d2t-ref")
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "dev"):
+        (data / f"{split}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "ck"
+    assert train.main(["--data", str(data), "--out", str(out), "--base", tiny_encoder, "--batch-size", "4", "--lora-r", "2"]) == 0
+    scorer = DAEScorer(str(out), spacy_model=nlp, device="cpu")
+    # one reference-against-corruption pair per table whose corruption kept its source (a dropped fact changes it)
+    assert scorer.meta["training"]["steps"] == 2 and 1 <= scorer.meta["rerank_dev"]["pairs"] <= 2
+
+
+def test_head_only_training_keeps_the_encoder(tiny_encoder, tmp_path, nlp):
+    """--head-only encodes the arcs once and fits only the head: the adapters stay the --init ones."""
+    from safetensors.torch import load_file
+
+    from metrics.dae.scorer import DAEScorer
+    from training.dae import train
+
+    data = tmp_path / "data"
+    data.mkdir()
+    write_dae_training_data(data, nlp)
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert train.main(["--data", str(data), "--out", str(first), "--base", tiny_encoder, "--batch-size", "4", "--lora-r", "2"]) == 0
+    assert train.main(["--data", str(data), "--out", str(second), "--base", tiny_encoder, "--batch-size", "4", "--lora-r", "2",
+                       "--init", str(first), "--head-only", "--head-epochs", "5"]) == 0
+    a, b = (load_file(str(p / "adapter_model.safetensors")) for p in (first, second))
+    assert a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)
+    ha, hb = (load_file(str(p / "arc_head.safetensors")) for p in (first, second))
+    assert not bool((ha["arc_head.weight"] == hb["arc_head.weight"]).all())
+    scorer = DAEScorer(str(second), spacy_model=nlp, device="cpu")
+    assert scorer.meta["training"]["head_only"] and "accuracy" in scorer.meta["dev"]

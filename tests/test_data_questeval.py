@@ -321,16 +321,38 @@ def test_caps_bound_the_questions_of_a_huge_table_and_a_long_text(rules):
     r = m.compute(predictions=["Thing 1 has value 1.", "Alan Bean was born in Wheeler, Texas."], tables=[huge, BEAN],
                   per_example=True, show_progress=False)
     asked_on_huge = [a for call in qg.calls for a, c in call if c.startswith("entity [ Thing 0 ]")]
-    assert 0 < len(asked_on_huge) == len(set(asked_on_huge)) <= 16
+    assert 0 < len(asked_on_huge) == len(set(asked_on_huge)) <= 12
     assert [e["truncated"] for e in r["examples"]] == [True, False]
     text = " ".join(f"Person{i} met Person{i + 1} in City{i}." for i in range(200))
     qg.calls.clear()
     r = m.compute(predictions=[text], tables=[BEAN], per_example=True, show_progress=False, max_answers=10)
     asked_on_text = [a for call in qg.calls for a, c in call if c == text]
     assert len(asked_on_text) == 10 and r["examples"][0]["truncated"] is True
+    qg.calls.clear()
+    r = m.compute(predictions=[text], tables=[BEAN], per_example=True, show_progress=False)  # the default cap
+    assert len([a for call in qg.calls for a, c in call if c == text]) == 32 and r["examples"][0]["truncated"] is True
     small = m.compute(predictions=[text], tables=[BEAN], per_example=True, show_progress=False, max_answers=1000)
     assert small["examples"][0]["truncated"] is False
-    assert "caps:10/16/8" in m.signature(max_answers=10) and "caps:" not in m.signature()
+    assert "caps:10/12/8" in m.signature(max_answers=10) and "caps:" not in m.signature()
+
+
+def test_spacy_reads_the_start_of_a_huge_text_and_says_so(rules):
+    """Issue 38: answer candidates come from the first MAX_CANDIDATE_CHARS characters (cut at a space)."""
+    from metrics.data_questeval.pipeline import MAX_CANDIDATE_CHARS, candidate_part
+
+    assert candidate_part("short text") == "short text"
+    assert candidate_part("Alan Bean flew far", max_chars=12) == "Alan Bean"  # no word cut in two
+    assert candidate_part("x" * 30, max_chars=12) == "x" * 12
+    m, qg, _ = rules
+    head = "Alan Bean was born in Wheeler, Texas. " * (MAX_CANDIDATE_CHARS // 38 + 2)  # just over the cap
+    qg.calls.clear()
+    r = m.compute(predictions=[head + "Zorblax flew to Quuxville."], tables=[BEAN], per_example=True, show_progress=False)
+    asked = {a for call in qg.calls for a, _ in call}
+    assert "Alan Bean" in asked and not asked & {"Zorblax", "Quuxville"}
+    assert r["examples"][0]["truncated"] is True
+    r = m.compute(predictions=[head[:-400] + "Zorblax flew to Quuxville."], tables=[BEAN], per_example=True,
+                  show_progress=False)
+    assert r["examples"][0]["truncated"] is False
 
 
 class WindowedQA(ExactQA):
@@ -367,6 +389,75 @@ def test_compute_times_its_stages(rules):
     stages = {path[-1] for path in timing.totals()}
     assert {"answer candidates (spaCy)", "table questions", "text questions", "table QA", "text QA",
             "answer similarity (BERTScore)", "scoring"} <= stages
+
+
+# ---------------------------------------------------------------- answerable table questions (issue 37)
+
+
+def test_a_question_is_answerable_when_its_tables_qa_gives_its_value():
+    from metrics.data_questeval.qa import ANSWERABLE_F1, answerable
+
+    assert ANSWERABLE_F1 == 0.5
+    assert answerable("Where was Alan Bean born?", "Wheeler , Texas", "Wheeler, Texas")
+    assert answerable("Where was Alan Bean born?", "Wheeler , Texas", "Texas")  # F1 0.67
+    assert not answerable("Who was the first woman to win a Nobel Prize?", "Marie Curie", "Warsaw")
+    assert not answerable("Where was Alan Bean born?", "Wheeler , Texas", "")  # no answer
+    assert not answerable("  ", "Wheeler , Texas", "Wheeler , Texas")  # no question
+    assert not answerable("Which year?", "the 1950s crew of Apollo", "1950s", threshold=0.9)
+    assert answerable("Which one?", "-", " - ") and not answerable("Which one?", "-", "a")  # no word after normalization
+
+
+class OffTableQG(RuleQG):
+    """RuleQG that asks about "Test pilot" with a question the table cannot answer (a fact from outside it)."""
+
+    def generate(self, answers, contexts, batch_size=None, show_progress=True):
+        return [q.replace("What is Test pilot?", "What is Boston?") for q in super().generate(answers, contexts)]
+
+
+def test_the_filter_keeps_the_table_questions_the_table_answers():
+    table_qg, qa = OffTableQG(), ExactQA()
+    m = evaluate.load(METRIC, text_qg=RuleQG(), table_qg=table_qg, text_qa=qa, table_qa=qa)
+    texts = ["Alan Bean was born in Wheeler, Texas and was a test pilot.", "Alan Bean was born in Boston."]
+    plain = m.compute(predictions=texts, tables=[BEAN, BEAN], per_example=True, show_progress=False)
+    qa.calls.clear()
+    kept = m.compute(predictions=texts, tables=[BEAN, BEAN], per_example=True, show_progress=False,
+                     filter_table_questions=True)
+    for before, after in zip(plain["examples"], kept["examples"]):
+        b, a = before["sources"][0], after["sources"][0]
+        assert "unanswerable_on_source" not in b
+        assert [q["question"] for q in b["from_source"]] == ["What is Alan Bean?", "What is Wheeler , Texas?", "What is Boston?"]
+        assert [q["question"] for q in a["from_source"]] == ["What is Alan Bean?", "What is Wheeler , Texas?"]
+        assert a["unanswerable_on_source"] == [{"question": "What is Boston?", "answer": "Test pilot", "candidate": 2,
+                                                "predicted": "", "f1": 0.0}]
+        assert a["from_text"] == b["from_text"]  # the text's claims are asked as before
+    # the table's questions were checked once for both texts, on the table
+    assert qa.calls[0] == [(q, "entity [ Alan Bean ] , birthPlace [ Wheeler , Texas ] , occupation [ Test pilot ]")
+                           for q in ["What is Alan Bean?", "What is Wheeler , Texas?", "What is Boston?"]]
+    # the off-table question no longer counts against the text that gives every value of the table
+    assert plain["examples"][0]["recall"] < 0.8 and kept["examples"][0]["recall"] == pytest.approx(1.0, abs=1e-5)
+    assert "table_questions:answerable(f1>=0.5)" in m.signature(filter_table_questions=True)
+    assert "answerable" not in m.signature(filter_table_questions=False)
+    qa.calls.clear()
+    again = m.compute(predictions=texts, tables=[BEAN, BEAN], per_example=True, show_progress=False,
+                      filter_table_questions=True)
+    assert again["examples"] == kept["examples"]
+    # the verdicts come from the cache: no table question is asked on its table again
+    assert not any(c.startswith("entity [") and q == "What is Wheeler , Texas?" for call in qa.calls for q, c in call)
+    with pytest.raises(ValueError, match="filter_table_questions must be True or False"):
+        m.compute(predictions=texts, tables=[BEAN, BEAN], filter_table_questions="yes")
+
+
+def test_the_batched_answerability_step_answers_each_distinct_pair_once():
+    from metrics.data_questeval.pipeline import check_answerable
+
+    qa = ExactQA()
+    table = "entity [ Alan Bean ] , birthPlace [ Wheeler , Texas ]"
+    got = check_answerable(qa, ["What is Wheeler , Texas?", "What is Boston?", "What is Wheeler , Texas?"],
+                           ["Wheeler , Texas", "Wheeler , Texas", "Wheeler , Texas"], [table] * 3)
+    assert [kept for kept, _ in got] == [True, False, True] and got[1][1].answer == ""
+    assert len(qa.calls) == 1 and len(qa.calls[0]) == 2
+    with pytest.raises(ValueError, match="differ in length"):
+        check_answerable(qa, ["q"], [], [table])
 
 
 # ---------------------------------------------------------------- QuestEval's strings on T5 models
@@ -432,7 +523,7 @@ def test_project_backends_run_end_to_end(tiny_checkpoints):
 
     signature = m.signature()
     assert f"text_qa:text_qa@{checkpoint_fingerprint(os.path.join(tiny_checkpoints, 'text_qa'))}," in signature
-    assert "reduction:max|questions_per_value:5|questions_per_text_answer:3|" in signature and signature.endswith("|version:1.6")
+    assert "reduction:max|questions_per_value:5|questions_per_text_answer:3|" in signature and signature.endswith("|version:1.7")
     assert "|questions_per_value:1|" in m.signature(questions_per_value=1)
     assert "|questions_per_text_answer:1|" in m.signature(questions_per_text_answer=1)
 
@@ -457,6 +548,16 @@ def test_project_backends_run_end_to_end(tiny_checkpoints):
     assert len(table["from_text"]) <= 3 * len(by_candidate) and any(len(qs) > 1 for qs in by_candidate.values())
     assert all(len(set(qs)) == len(qs) for qs in by_candidate.values())
     assert len(one["from_text"]) == len({q["candidate"] for q in one["from_text"]}) <= len(by_candidate)
+
+    # the answerability filter on the span QA: each table question is kept or listed as dropped, none lost
+    from metrics.data_questeval.qa import answerable
+
+    kept = m.compute(predictions=["Alan Bean was born in Wheeler, Texas."], tables=[BEAN], per_example=True,
+                     show_progress=False, filter_table_questions=True)["examples"][0]["sources"][0]
+    dropped = kept["unanswerable_on_source"]
+    assert sorted(q["question"] for q in kept["from_source"] + dropped) == sorted(q["question"] for q in asked)
+    assert not any(answerable(q["question"], q["answer"], q["predicted"]) for q in dropped)
+    assert kept["from_text"] == table["from_text"]
 
 
 def test_an_example_scores_the_same_alone_and_in_a_batch(tiny_checkpoints):

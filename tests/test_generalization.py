@@ -280,3 +280,59 @@ def test_read_dump_rejects_rows_out_of_order(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows[1:] + rows[:1]))
     with pytest.raises(ValueError, match="row 0"):
         gen.read_dump(str(path), dataset)
+
+
+# ---------------------------------------------------------------- calibrated labels (#34 item 3)
+
+
+def test_fact_accuracy_label_study_fits_out_of_fold_and_renders():
+    dataset, categories, rows = _fake_webnlg()
+    keep = [it.system != "webnlg" for it in dataset.items]
+    scores = [r["score"] for r, k in zip(rows, keep) if k]
+    runs = {"fact_accuracy": {"measures": {"scatter": {"score": scores}}, "signature": "fa|sig", "command": "cmd",
+                              "date": "d", "commit": "c"}}
+    study = gen.fact_accuracy_label_study(dataset, categories, ["U1", "U2"], runs)
+    assert list(study) == ["fact_accuracy"]  # configs without stored scores are left out
+    by = study["fact_accuracy"]["by_rater_threshold"]
+    assert list(by) == [str(t) for t in gen.RATER_OK_THRESHOLDS] and gen.RATER_OK_THRESHOLDS[0] == 2.0
+    loco = by["2.0"]["rules"]["t fitted (share), leave-category-out"]
+    s, cats = np.array(scores), np.array([c for c, k in zip(categories, keep) if k])
+    semantics = np.array([it.human["semantics"] for it, k in zip(dataset.items, keep) if k])
+    for c, t in loco["fold_thresholds"].items():  # each fold's t from the other categories only
+        assert t == gen.share_matching_threshold(s[cats != c], semantics[cats != c] >= 2.0)
+    text = "\n".join(gen.render_fact_accuracy_labels(study, None))
+    assert "### fact_accuracy labels" in text and text.count("| `fact_accuracy` |") == 4
+    assert "no threshold file" in text
+
+
+def test_nli_labels_table_and_shipped_threshold_text():
+    measures = {"omission_per_fact": {"n": 10, "flagged": 4, "gold": 5, "precision": 0.75, "recall": 0.6, "f1": 0.667,
+                                      "recall_missing": 0.5, "recall_wrong_value": 1.0},
+                "hallucination_per_output": {"flagged": 2, "gold": 3, "precision": 1.0, "recall": 0.667, "f1": 0.8},
+                "ok_per_output": {"metric_ok_share": 0.5, "script_ok_share": 0.6, "accuracy": 0.9}}
+    data = {"n": 3, "seed": 0, "max_score_difference": 0.0, "command": "cmd", "date": "d", "commit": "c", "load_average": 1.0,
+            "decisions": {d: {"signature": f"sig-{d}", **measures} for d in ("paper", "calibrated")}}
+    text = "\n".join(gen.render_nli_labels(data))
+    assert "| paper | 4 / 5 of 10 | 75.0 | 60.0 |" in text and "| calibrated |" in text
+    oof = {"vs raters >= 2.0": {h: {"metric_ok_share": 0.45, "rater_ok_share": 0.425, "gap_points": 2.5,
+                                    "precision_not_ok": 0.9, "recall_not_ok": 0.8} for h in ("all", "seen", "unseen")}}
+    shipped = gen.shipped_text({"threshold": 0.0331, "command": "c", "date": "d", "commit": "x", "out_of_fold": oof}, "m", "what")
+    assert "t = 0.0331" in shipped and "unseen 45.0% / 42.5% (+2.5)" in shipped
+
+
+def test_calibration_from_stored_scores_checks_it_matches_the_calibration_run():
+    from training.nli_semantic_accuracy.calibrate import fit_calibration
+
+    dataset, categories, rows = _fake_webnlg()
+    keep = [it.system != "webnlg" for it in dataset.items]
+    scores = np.array([r["score"] for r, k in zip(rows, keep) if k])
+    cats = [c for c, k in zip(categories, keep) if k]
+    semantics = np.array([it.human["semantics"] for it, k in zip(dataset.items, keep) if k])
+    stored = {"measures": {"scatter": {"score": scores.tolist()}}, "command": "cmd", "date": "d", "commit": "c"}
+    entry = {**fit_calibration(scores, semantics, cats, ["U1", "U2"], paper_ok=scores >= 0.5), "command": "cal"}
+    cal = gen.calibration_from_stored(dataset, categories, ["U1", "U2"], stored, entry)
+    assert cal["same_scores_as_calibration_run"]
+    rules = cal["by_rater_threshold"]["2.0"]["rules"]
+    assert rules["paper's decision (argmax)"]["unseen"] == entry["paper_decision"]["vs raters >= 2.0"]["unseen"]
+    other = {**entry, **fit_calibration(scores[::-1], semantics, cats, ["U1", "U2"], paper_ok=scores >= 0.5)}
+    assert not gen.calibration_from_stored(dataset, categories, ["U1", "U2"], stored, other)["same_scores_as_calibration_run"]

@@ -367,3 +367,23 @@ def test_beam_search_falls_back_to_generate_where_it_cannot_follow_it(varied_lm,
     monkeypatch.setattr(model.generation_config, "early_stopping", True)
     out = generator.generate_alternatives(model, tokenizer, PROMPTS_ALIKE[:2], 2, max_new_tokens=3, show_progress=False)
     assert not calls and len(out) == 2 and all(out)
+
+
+# ---------------------------------------------------------------- opt-in int8
+
+
+def test_int8_is_opt_in_cpu_only_and_still_generates(trained):
+    import torch
+
+    out, _ = trained
+    tokenizer, plain, _ = generator.load_generator(out, device="cpu")
+    _, quantized, _ = generator.load_generator(out, device="cpu", quantize="int8")
+    assert quantized is not plain and quantized is generator.load_generator(out, device="cpu", quantize="int8")[1]
+    assert any(type(m) is torch.nn.Linear for m in plain.modules())  # the default keeps float32 layers
+    assert not any(type(m) is torch.nn.Linear for m in quantized.modules())
+    texts = generator.generate(quantized, tokenizer, ["Question for: Paris\nAnswer:", "x"], max_new_tokens=4, show_progress=False)
+    assert len(texts) == 2 and all(isinstance(t, str) for t in texts)
+    with pytest.raises(ValueError, match="unknown quantization"):
+        generator.load_generator(out, device="cpu", quantize="int4")
+    with pytest.raises(ValueError, match="CPU only"):
+        generator.load_generator(out, device="cuda", quantize="int8")

@@ -15,7 +15,9 @@ from d2t_metrics.inputs import check_batch_size
 from d2t_metrics.inputs import decode_column
 from d2t_metrics.inputs import plain_table
 from d2t_metrics.metric import D2TMetric
+from d2t_metrics.untrusted import non_claims
 from d2t_metrics.untrusted import plain_text
+from d2t_metrics.untrusted import removed_pieces
 from d2t_metrics.hub import missing_model_error
 from d2t_metrics.verbalize import default_verbalizer
 
@@ -47,12 +49,17 @@ embedding of the relation. The example score is the mean arc probability;
 the minimum, the count of arcs below 0.5 and every arc with its probability
 are reported too, so errors are localised to words.
 
-Configs: "default" is the neural model (the project's checkpoint,
-checkpoints/dae: LoRA over all-MiniLM-L6-v2 trained on automatically
-labelled arcs); "rule" is the paper's rule-based baseline, the fraction of
-output arcs that are also arcs of the source (lemma level), which needs only
-spaCy. For data-to-text, pass tables= instead of sources=: each table is
-verbalized with templates and the fact sentences are the source.
+Configs: "default" is the neural model (the project's checkpoints: LoRA over
+all-MiniLM-L6-v2 trained on automatically labelled arcs). A text source is
+read by the summary model (checkpoints/dae); a table by the data-to-text
+model (checkpoints/dae/data_to_text, trained on verbalized WebNLG / E2E
+tables against references and corrupted references) when the checkpoint
+folder has one. "data_to_text" reads every input with the data-to-text model
+(e.g. sources that are already verbalized tables). "rule" is the paper's
+rule-based baseline, the fraction of output arcs that are also arcs of the
+source (lemma level), which needs only spaCy. For data-to-text, pass tables=
+instead of sources=: each table is verbalized with templates and the fact
+sentences are the source.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -87,9 +94,12 @@ Returns:
         a cap on work was reached: only the first 10,000 characters of a
         prediction and 20,000 of a source are parsed, and the first 1,000
         arcs of a prediction scored; see scorer.MAX_PARSE_CHARS,
-        MAX_SOURCE_CHARS, MAX_ARCS) and
-        "arcs": head, relation, child, their word indices and the
-        probability of each arc.
+        MAX_SOURCE_CHARS, MAX_ARCS), "ignored" (pieces of the prediction
+        that are no claim of it and are not parsed: control strings, a copy
+        of the input in its format, sentences addressed to the evaluator;
+        d2t_metrics.untrusted.non_claims; a prediction of nothing else
+        scores as "") and "arcs": head, relation, child, their word indices
+        and the probability of each arc.
     Texts, sources and table values are read as plain text: "[SEP]" in them
     is characters, never a special token, and zero-width, bidi and control
     characters are dropped before parsing.
@@ -106,8 +116,11 @@ Examples:
     [('sat', 'nsubj', 'dog')]
 """
 
-CONFIGS = ("default", "rule")
+CONFIGS = ("default", "rule", "data_to_text")
 CHECKPOINT_SUBDIR = os.path.join("checkpoints", "dae")
+# The data-to-text model lives beside the summary model, in this subfolder of its checkpoint,
+# so whoever passes the summary checkpoint (the command line, the benchmarks) gets both.
+DATA_TO_TEXT_SUBDIR = "data_to_text"
 
 
 def default_model_path():
@@ -118,6 +131,17 @@ def default_model_path():
         if path and weight_files(path):  # the adapters and the arc head
             return os.path.abspath(path)
     return None
+
+
+def data_to_text_model_path(model_path):
+    """The data-to-text companion of a checkpoint folder (``<model_path>/data_to_text``) when it
+    holds a checkpoint's weights, else ``model_path`` itself: a checkpoint without a companion
+    reads tables too, as before there was one."""
+    if model_path and os.path.isdir(str(model_path)):
+        companion = os.path.join(str(model_path), DATA_TO_TEXT_SUBDIR)
+        if weight_files(companion):
+            return companion
+    return model_path
 
 
 def source_texts(inputs):
@@ -140,16 +164,20 @@ class DAE(D2TMetric):
     # The paper's model is not published; the API's default is the project's checkpoint too.
     CHECKPOINT = "dae"
 
-    def __init__(self, *args, model=None, spacy_model=DEFAULT_SPACY_MODEL, device=None, dtype=None, max_length=None, **kwargs):
+    def __init__(self, *args, model=None, table_model=None, spacy_model=DEFAULT_SPACY_MODEL, device=None, dtype=None,
+                 max_length=None, **kwargs):
         super().__init__(*args, **kwargs)
         if self.config_name not in CONFIGS:
             raise ValueError(f"unknown config {self.config_name!r}; choose one of {list(CONFIGS)}")
         self.model_name = os.path.expanduser(model) if isinstance(model, str) else model
+        # the checkpoint for tables= input; by default the data-to-text companion of ``model``
+        self.table_model_name = os.path.expanduser(table_model) if isinstance(table_model, str) else table_model
         self.spacy_model = spacy_model
         self.device_name = device
         self.dtype = dtype
         self.max_length = max_length
-        self.scorer = None
+        self.scorer = None  # the scorer of text sources (the only one of "rule")
+        self.table_scorer = None  # the scorer of tables
 
     def _info(self):
         return evaluate.MetricInfo(
@@ -161,38 +189,62 @@ class DAE(D2TMetric):
             reference_urls=["https://aclanthology.org/2020.findings-emnlp.322"],
         )
 
-    def load_model(self):
-        # spaCy and the model load once per metric object.
-        if self.scorer is not None:
-            return self.scorer
-        nlp = load_spacy(self.spacy_model)
-        if self.config_name == "rule":
-            self.scorer = RuleScorer(nlp)
-            return self.scorer
+    def model_paths(self):
+        """``(checkpoint for text sources, checkpoint for tables)`` of the neural configs."""
         path = self.model_name or default_model_path()
+        table_path = self.table_model_name or data_to_text_model_path(path)
+        if self.config_name == "data_to_text":
+            return table_path, table_path
+        return path, table_path
+
+    def _scorer(self, path, nlp):
         if not path or not os.path.isdir(path):
             raise missing_model_error(
-                self.model_name or CHECKPOINT_SUBDIR,
+                path or self.model_name or CHECKPOINT_SUBDIR,
                 FileNotFoundError("no DAE checkpoint directory (adapter_model.safetensors and arc_head.safetensors) found; "
                                   "train one with python -m training.dae.train"),
                 metric="dae",
             )
-        self.scorer = DAEScorer(path, spacy_model=nlp, device=self.device_name, dtype=self.dtype, max_length=self.max_length)
+        return DAEScorer(path, spacy_model=nlp, device=self.device_name, dtype=self.dtype, max_length=self.max_length)
+
+    def load_model(self):
+        # spaCy and the models load once per metric object; one model serves both kinds of input
+        # when both resolve to the same checkpoint.
+        if self.scorer is not None:
+            return self.scorer
+        nlp = load_spacy(self.spacy_model)
+        if self.config_name == "rule":
+            self.scorer = self.table_scorer = RuleScorer(nlp)
+            return self.scorer
+        path, table_path = self.model_paths()
+        scorer = self._scorer(path, nlp)
+        table_scorer = scorer if os.path.realpath(str(table_path)) == os.path.realpath(str(path)) else self._scorer(table_path, nlp)
+        self.scorer, self.table_scorer = scorer, table_scorer
         return self.scorer
 
     def signature(self, **options):
         if self.config_name == "rule":
             model = "rule"
         else:
-            model = os.path.basename(os.path.normpath(self.model_name)) if self.model_name else "checkpoints/dae"
-            fingerprint = checkpoint_fingerprint(self.model_name or default_model_path())
-            if fingerprint:
-                model += "@" + fingerprint
+            path, table_path = self.model_paths()
+            model = self._model_label(path, self.model_name or "checkpoints/dae")
+            if os.path.realpath(str(table_path)) != os.path.realpath(str(path)):
+                # tables are read by another checkpoint: name it too
+                model += "+tables:" + self._model_label(table_path, table_path)
         spacy_name = self.spacy_model if isinstance(self.spacy_model, str) else "custom"
         length = self.max_length or DEFAULT_MAX_LENGTH
         # 1.1: tables verbalized with the WebNLG 3.0 templates too (d2t_metrics/templates/webnlg_v3.json);
         # texts read without invisible characters, long ones capped (``truncated``)
-        return f"dae|config:{self.config_name}|model:{model}|spacy:{spacy_name}|max_len:{length}|version:1.1"
+        # 1.2: tables read by the data-to-text checkpoint (checkpoints/dae/data_to_text) when there is one
+        return f"dae|config:{self.config_name}|model:{model}|spacy:{spacy_name}|max_len:{length}|version:1.2"
+
+    @staticmethod
+    def _model_label(path, name):
+        label = os.path.basename(os.path.normpath(str(name)))
+        if path and os.path.normpath(str(path)).endswith(os.sep + DATA_TO_TEXT_SUBDIR):
+            label = os.path.basename(os.path.dirname(os.path.normpath(str(path)))) + "/" + DATA_TO_TEXT_SUBDIR
+        fingerprint = checkpoint_fingerprint(path)
+        return label + ("@" + fingerprint if fingerprint else "")
 
     def _check_option_values(self, options):
         threshold = options.get("threshold", THRESHOLD)
@@ -211,12 +263,34 @@ class DAE(D2TMetric):
 
     def _compute(self, predictions, tables, per_example=False, batch_size=32, show_progress=True, threshold=THRESHOLD):
         # Checked by compute()/add_batch()/add() before evaluate stored them.
-        # The parser and the model read what a reader sees (untrusted.plain_text).
-        texts = [plain_text(t) for t in predictions]
+        # The parser and the model read what a reader sees (untrusted.plain_text), less what is no
+        # claim of the text: control strings, a copy of the input, instructions (untrusted.non_claims);
+        # its words one space apart (spaCy makes tokens, and arcs, of extra white space).
+        visible = [plain_text(t) for t in predictions]
+        claims = [non_claims(t) for t in visible]
+        texts = [" ".join(c.split()) for c, _ in claims]
         srcs = source_texts(decode_column(tables, table_only=False))
-        scorer = self.load_model()
-        examples = scorer.score(srcs, texts, batch_size=int(batch_size), show_progress=show_progress, threshold=float(threshold))
+        self.load_model()
+        # a text source goes to the summary model, a table to the data-to-text model
+        scorers = [self.scorer if isinstance(x, str) else self.table_scorer for x in decode_column(tables, table_only=False)]
+        examples = score_by_kind(scorers, srcs, texts, batch_size=int(batch_size), show_progress=show_progress,
+                                 threshold=float(threshold))
+        for example, text, (_, spans) in zip(examples, visible, claims):
+            example["ignored"] = removed_pieces(text, spans)
         result = self.corpus_scores(examples)
         if per_example:
             result["examples"] = examples
         return result
+
+
+def score_by_kind(scorers, sources, texts, **options):
+    """Score example ``i`` with ``scorers[i]`` (text sources and tables may have different
+    models), each scorer once over its examples, and return the results in input order."""
+    groups = {}
+    for i, scorer in enumerate(scorers):
+        groups.setdefault(id(scorer), (scorer, []))[1].append(i)
+    out = [None] * len(texts)
+    for scorer, idx in groups.values():
+        for i, example in zip(idx, scorer.score([sources[i] for i in idx], [texts[i] for i in idx], **options)):
+            out[i] = example
+    return out

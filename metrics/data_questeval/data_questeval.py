@@ -4,7 +4,6 @@ that asks questions about the table and the text and compares the answers."""
 import dataclasses
 import numbers
 import os
-import re
 
 import evaluate
 
@@ -18,7 +17,9 @@ from d2t_metrics.inputs import decode_table
 from d2t_metrics.linearize import linearize
 from d2t_metrics.metric import D2TMetric
 from d2t_metrics.untrusted import CONTROL_STRINGS
+from d2t_metrics.untrusted import non_claims
 from d2t_metrics.untrusted import plain_text
+from d2t_metrics.untrusted import removed_pieces
 from d2t_metrics.untrusted import special_strings
 
 # evaluate's loader copies only the sibling files this script imports itself
@@ -26,6 +27,7 @@ from d2t_metrics.untrusted import special_strings
 # comment on the import line: the loader would read it as a download URL).
 from .pipeline import Run
 from .pipeline import model_label
+from .qa import ANSWERABLE_F1
 from .qa import load_qa
 from .qg import GENERATOR_TASK
 from .qg import load_qg
@@ -43,7 +45,9 @@ from .scoring import mean_or_none
 # 1.5: the project's text QA retrained (more unanswerable examples); with the project's table QG, five questions per value
 # 1.6: invisible characters dropped and special-token strings read as characters; caps on table values
 #      and QA windows with a truncated flag (never binding on WebNLG 2017 or E2E: their scores are 1.5's)
-VERSION = "1.6"
+# 1.7: at most 12 table values (was 16) and 32 answer candidates (was 64), taken from a text's first 20,000
+#      characters (issue 38; none binds on WebNLG 2017, whose scores are 1.6's); filter_table_questions (issue 37)
+VERSION = "1.7"
 
 _CITATION = """\
 @inproceedings{rebuffel-etal-2021-data,
@@ -94,9 +98,11 @@ Args:
     per_example (bool): also return "examples", one dict per prediction with
         every question asked, its expected and predicted answer and scores.
     batch_size (int): QG/QA inputs per batch (default 32).
-    max_answers (int): answer candidates per text at most (default 64).
+    max_answers (int): answer candidates per text at most (default 32;
+        WebNLG 2017 outputs and references have at most 28).
     max_table_values (int): table values asked about per table at most
-        (default 16; WebNLG 2017 and E2E tables have at most 9).
+        (default 12; WebNLG 2017 tables have at most 9, WebNLG 3.0 train
+        and dev 11, E2E 8).
     max_qa_windows (int): windows of a context the span QA reads per
         question at most (default 8, about 1,600 tokens; every WebNLG 2017 and
         E2E text and table fits one). An example for which any of the three
@@ -113,6 +119,10 @@ Args:
         makes the text side less noisy (WebNLG 2017: segment Pearson 0.722
         -> 0.729) for about 1.6 times the time on a CPU; 1 with a T5 QG
         (QuestEval's). A candidate's score is the mean of its questions'.
+    filter_table_questions (bool): keep a table question only when the
+        table QA, asked it on its own table, answers with the value it was
+        generated for (SQuAD F1 >= 0.5; qa.answerable); the dropped ones are
+        listed per source under "unanswerable_on_source" (default False).
     use_cache (bool): keep each source's questions across calls and answer
         each distinct (question, context) once (default True); False
         recomputes everything, as QuestEval without its cache does.
@@ -139,7 +149,10 @@ Returns:
         values whose questions the text does not answer, mean score < 0.5),
         "unsupported" (answers of the text whose question the table does not
         answer, score < 0.5) and "truncated" (True when a cap, max_answers,
-        max_table_values or max_qa_windows, left part of the input unread).
+        max_table_values or max_qa_windows, left part of the input unread),
+        "ignored" (pieces of the prediction that are no claim of it and are
+        not read: control strings, a copy of the input in its format,
+        sentences addressed to the evaluator; d2t_metrics.untrusted.non_claims).
 Examples:
     >>> import d2t_metrics
     >>> dqe = d2t_metrics.load("data_questeval", model=d2t_metrics.checkpoint_path("data_questeval"))
@@ -167,17 +180,24 @@ QUESTEVAL_MODELS = {
 }
 TRAIN_COMMAND = "python -m training.data_questeval.train"
 DEFAULT_SPACY_MODEL = "en_core_web_sm"
-MAX_ANSWERS = 64
-# Caps that bound a call's work on a huge table or text (a 500-triple table or a 100,000-character text
-# finishes in under a minute on a 2-core CPU); neither binds on WebNLG 2017 (at most 9 values, one
-# window) or E2E (8 values), so the benchmark's scores do not depend on them.
-MAX_TABLE_VALUES = 16
+# Each answer candidate of a text costs questions_per_text_answer beams of the text QG (about 10 CPU-s on
+# a loaded 2-core CPU with the project's QG): 32 candidates bound a long text near the dearest WebNLG 2017
+# output (28); 1.6 allowed 64.
+MAX_ANSWERS = 32
+# Caps that bound a call's work on a huge table or text (issue 38: a 500-triple table, a 100,000-character
+# text); none binds on WebNLG 2017 (at most 9 values, 28 answer candidates, one window), WebNLG 3.0 train
+# and dev (11 values) or E2E (8 values), so the benchmark's scores do not depend on them. Each table
+# value costs questions_per_value beams of the table QG over an 80-word context: 12 values instead of
+# 1.6's 16 is a quarter less generation on a huge table.
+MAX_TABLE_VALUES = 12
 MAX_QA_WINDOWS = 8
 # questions per answer with the project's QGs (a T5 QG asks one, as QuestEval does): a table's
 # questions are generated once for all the texts scored on it, a text's for every text
 GENERATOR_QUESTIONS = {"table_qg": 5, "text_qg": 3}
 MAX_QUESTIONS_PER_ANSWER = 8
 QUESTION_CACHE_SIZE = 50_000
+# Keep a table question only when the table QA answers it, on its own table, with its value (issue 37).
+FILTER_TABLE_QUESTIONS = False
 
 
 def resolve_models(model=None, **roles):
@@ -317,6 +337,8 @@ class DataQuestEval(D2TMetric):
                 options.get("max_qa_windows", MAX_QA_WINDOWS))
         if caps != (MAX_ANSWERS, MAX_TABLE_VALUES, MAX_QA_WINDOWS):
             parts.append("caps:{}/{}/{}".format(*caps))
+        if options.get("filter_table_questions", FILTER_TABLE_QUESTIONS):
+            parts.append(f"table_questions:answerable(f1>={ANSWERABLE_F1})")
         return "|".join(parts + [f"version:{VERSION}"])
 
     # -- input checks, before evaluate stores anything ---------------------
@@ -332,7 +354,8 @@ class DataQuestEval(D2TMetric):
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         for name, role in (("questions_per_value", "table_qg"), ("questions_per_text_answer", "text_qg")):
             self._check_questions_per_answer(name, options.get(name), role)
-        for flag in ("use_references", "use_cache", "pad_to_max_length", "per_example", "show_progress"):
+        for flag in ("use_references", "use_cache", "pad_to_max_length", "per_example", "show_progress",
+                     "filter_table_questions"):
             if flag in options and not isinstance(options[flag], bool):
                 raise ValueError(f"{flag} must be True or False, got {options[flag]!r}")
 
@@ -350,7 +373,7 @@ class DataQuestEval(D2TMetric):
     def _compute(self, predictions, references, tables, per_example=False, batch_size=32, show_progress=True,
                  use_references=True, reduction="max", max_answers=MAX_ANSWERS, use_cache=True, pad_to_max_length=False,
                  questions_per_value=None, questions_per_text_answer=None, max_table_values=MAX_TABLE_VALUES,
-                 max_qa_windows=MAX_QA_WINDOWS):
+                 max_qa_windows=MAX_QA_WINDOWS, filter_table_questions=FILTER_TABLE_QUESTIONS):
         backends = self.load_model()
         per_value = self.questions_per_value(questions_per_value)
         saved_windows = {role: b.max_windows for role, b in backends.items() if hasattr(b, "max_windows")}
@@ -362,6 +385,7 @@ class DataQuestEval(D2TMetric):
             # zero-width, bidi and control characters, and the models' special-token strings ("[SEP]",
             # "</s>", "<|endoftext|>"), change what a model reads, not what the text or table says
             clean = _cleaner(self._control_strings())
+            given = list(predictions)
             predictions = [clean(p) for p in predictions]
             memo = {}
             linearized = []
@@ -374,8 +398,11 @@ class DataQuestEval(D2TMetric):
                 extra = [clean(r) for r in (refs or []) if r.strip()] if use_references else []
                 sources.append([("table", lin)] + [("text", r) for r in extra if r.strip()])
             run = Run(self, backends, batch_size, show_progress, max_answers, use_cache, per_value,
-                      self.questions_per_text_answer(questions_per_text_answer), max_table_values)
+                      self.questions_per_text_answer(questions_per_text_answer), max_table_values,
+                      answerable_f1=ANSWERABLE_F1 if filter_table_questions else None)
             examples = run.score(predictions, sources, reduction)
+            for example, text in zip(examples, given):  # what non_claims left out of each prediction
+                example["ignored"] = clean.ignored.get(text, [])
         finally:
             for backend in backends.values():
                 _set_padding(backend, False)
@@ -405,20 +432,24 @@ def _map_table(table, clean):
 
 
 def _cleaner(specials):
-    """A function that gives a text as a reader sees it: :func:`plain_text`, then each run of
-    ``specials`` (the models' special-token strings) with the spaces around it removed, one
-    space kept between two words."""
+    """A function that gives a text as a reader sees it (:func:`plain_text`), less what is no
+    claim of it (``untrusted.non_claims``): the control strings of the common tokenizers and
+    ``specials`` (the models' special-token strings), a copy of the input in its own format
+    ("Triples: s | p | o ; ..."), sentences addressed to the evaluator; one space is kept
+    between two words. The function's ``ignored`` dict maps each text it changed to the pieces
+    it left out (``untrusted.removed_pieces``), for the examples' ``ignored``."""
     specials = [s for s in specials if len(s) > 1]
-    if not specials:
-        return plain_text
-    run = re.compile(r"(?:\s*(?:" + "|".join(map(re.escape, specials)) + r"))+\s*")
+    ignored = {}
 
-    def glue(m):
-        text, start, end = m.string, m.start(), m.end()
-        between_words = start > 0 and end < len(text) and not text[end] in ".,;:!?)]}"
-        return " " if between_words else ""
+    def clean(text):
+        visible = plain_text(text)
+        claims, spans = non_claims(visible, specials)
+        if spans:
+            ignored[text] = removed_pieces(visible, spans)
+        return claims
 
-    return lambda text: run.sub(glue, plain_text(text))
+    clean.ignored = ignored
+    return clean
 
 
 def _load_spacy(model):

@@ -6,7 +6,9 @@ import os
 from d2t_metrics.checkpoints import checkpoint_fingerprint
 from d2t_metrics.timing import stage
 
+from .qa import ANSWERABLE_F1
 from .qa import UNANSWERABLE
+from .qa import answerable
 from .qa import squad_f1
 from .qg import answer_context
 from .qg import TABLE_QG_CONTEXT_WORDS
@@ -27,6 +29,21 @@ from .scoring import source_score
 LONG_TABLE_BATCH = 8
 
 
+# Characters of a text that spaCy reads for answer candidates. WebNLG 2017 outputs and references have at
+# most 583; a 100,000-character text took 4.5 CPU-s and 0.8 GB in spaCy for candidates that max_answers
+# then cuts to the first 32 (the span QA reads about 4,500 characters of a context, 8 windows, anyway).
+MAX_CANDIDATE_CHARS = 20_000
+
+
+def candidate_part(text, max_chars=MAX_CANDIDATE_CHARS):
+    """The start of ``text`` that answer candidates are taken from: all of it within ``max_chars``
+    characters, else up to the last whitespace before that (no word cut in two)."""
+    if len(text) <= max_chars:
+        return text
+    space = max(text.rfind(" ", 0, max_chars + 1), text.rfind("\n", 0, max_chars + 1))
+    return text[: space if space > 0 else max_chars]
+
+
 def model_label(path):
     """A model's name in the signature: a hub id as it is; a local checkpoint by its folder name and
     the fingerprint of its weights (two checkpoints both called text_qa must not share a signature)."""
@@ -40,6 +57,23 @@ def model_label(path):
     return os.path.basename(os.path.normpath(path)) + (f"@{fingerprint}" if fingerprint else "")
 
 
+def check_answerable(table_qa, questions, values, tables, threshold=ANSWERABLE_F1, batch_size=32, show_progress=False):
+    """The batched answerability step: each question, generated about ``values[i]`` on ``tables[i]`` (a
+    linearized table), is asked to ``table_qa`` on that table; → ``(kept, QAResult)`` per question, in
+    order, ``kept`` by :func:`qa.answerable`. Each distinct (question, table) is answered once."""
+    if not len(questions) == len(values) == len(tables):
+        raise ValueError(f"questions, values and tables differ in length: {len(questions)}, {len(values)}, {len(tables)}")
+    distinct = list(dict.fromkeys(zip(questions, tables)))
+    got = table_qa.answer([q for q, _ in distinct], [t for _, t in distinct], batch_size=batch_size,
+                          show_progress=show_progress) if distinct else []
+    result_of = dict(zip(distinct, got))
+    out = []
+    for question, value, table in zip(questions, values, tables):
+        result = result_of[(question, table)]
+        out.append((answerable(question, value, result.answer, threshold), result))
+    return out
+
+
 class Run:
     """One compute call: questions for every text and table, all answered in a
     few batched model calls, then each example's scores.
@@ -47,23 +81,30 @@ class Run:
     Work is bounded (the card's *Limits*): at most ``max_table_values`` values of a table and
     ``max_answers`` answer candidates of a text are asked about, and the QA reads at most its
     ``max_windows`` windows of a context; an example for which any of these bound is marked
-    ``truncated``."""
+    ``truncated``.
+
+    With ``answerable_f1`` set (``filter_table_questions``), a table question is kept only when the
+    table QA, asked it on its own table, answers with its value (:func:`check_answerable`): the
+    verdict depends on the table alone, so a text cannot change which of its facts are asked about."""
 
     def __init__(self, metric, backends, batch_size, show_progress, max_answers, use_cache, questions_per_value=1,
-                 questions_per_text_answer=1, max_table_values=None):
+                 questions_per_text_answer=1, max_table_values=None, answerable_f1=None):
         self.metric, self.backends = metric, backends
         self.batch_size, self.show_progress = int(batch_size), bool(show_progress)
         self.max_answers, self.use_cache = int(max_answers), bool(use_cache)
         self.max_table_values = int(max_table_values if max_table_values is not None else max_answers)
         self.per_value = {"table": int(questions_per_value), "text": int(questions_per_text_answer)}
+        self.answerable_f1 = None if answerable_f1 is None else float(answerable_f1)
 
     # questions -------------------------------------------------------------
     def _text_answer_spans(self, texts):
-        """(answer, start, end) candidates of each text (at most ``max_answers``), and whether there were more."""
+        """(answer, start, end) candidates of each text (at most ``max_answers``, from its first
+        :data:`MAX_CANDIDATE_CHARS` characters), and whether a cap left any out."""
         nlp = self.metric._nlp
-        docs = nlp.pipe(texts, batch_size=64)
+        read = [candidate_part(t) for t in texts]
+        docs = nlp.pipe(read, batch_size=64)
         out, cut = [], []
-        for doc in docs:
+        for doc, whole, part in zip(docs, texts, read):
             spans, seen = [], set()
             for span in list(doc.ents) + list(doc.noun_chunks):
                 text = " ".join(span.text.split())
@@ -71,7 +112,7 @@ class Run:
                     seen.add(text)
                     spans.append((text, span.start_char, span.end_char))
             out.append(spans[: self.max_answers])
-            cut.append(len(spans) > self.max_answers)
+            cut.append(len(spans) > self.max_answers or len(part) < len(whole))
         return out, cut
 
     def _qg_inputs(self, kind, contexts, qg):
@@ -125,8 +166,57 @@ class Run:
         return [[q.strip()] if q.strip() else [] for q in generated]
 
     def questions(self, items):
-        """``items``: (kind, context) pairs → for each, ``(questions, cut)``: the questions asked about its
-        answer candidates as (answer, question, candidate index), and whether a cap left candidates out."""
+        """``items``: (kind, context) pairs → for each, ``(questions, cut, dropped)``: the questions asked
+        about its answer candidates as (answer, question, candidate index), whether a cap left candidates
+        out, and the table questions the answerability filter removed (``None`` without the filter)."""
+        generated = self._generated(items)
+        if self.answerable_f1 is None:
+            return [(questions, cut, None) for questions, cut in generated]
+        return self._answerable_only(items, generated)
+
+    def _answerable_only(self, items, generated):
+        """``generated`` with each table's questions split into those its table QA answers with their value
+        (kept) and the others (dropped, with what the QA answered); cached per table like the questions."""
+        cache = self.metric.question_cache
+        label = ("answerable", self.answerable_f1, model_label(self.metric.models["table_qa"]),
+                 model_label(self.metric.models["table_qg"]), self.max_table_values, self.per_value["table"])
+        out = [(questions, cut, None) for questions, cut in generated]
+        todo = {}
+        for n, ((kind, context), (questions, cut)) in enumerate(zip(items, generated)):
+            if kind != "table":
+                continue
+            key = label + (context,)
+            if self.use_cache and key in cache:
+                kept, dropped = cache.get(key)
+                out[n] = (kept, cut, dropped)
+            else:
+                todo.setdefault(key, []).append(n)
+        if not todo:
+            return out
+        jobs = []  # (key, answer, question, candidate)
+        for key, owners in todo.items():
+            jobs.extend((key,) + q for q in generated[owners[0]][0])
+        with stage("table question answerability (table QA)"):
+            verdicts = check_answerable(self.backends["table_qa"], [j[2] for j in jobs], [j[1] for j in jobs],
+                                        [j[0][-1] for j in jobs], self.answerable_f1, self.batch_size, self.show_progress)
+        split = {key: ([], []) for key in todo}
+        for (key, answer, question, candidate), (keep, result) in zip(jobs, verdicts):
+            if keep:
+                split[key][0].append((answer, question, candidate))
+            else:
+                split[key][1].append({"question": question, "answer": answer, "candidate": candidate,
+                                      "predicted": result.answer, "f1": round(squad_f1(result.answer, answer), 6)})
+        for key, owners in todo.items():
+            kept, dropped = split[key]
+            if self.use_cache:
+                cache[key] = (kept, dropped)
+            for n in owners:
+                out[n] = (kept, generated[n][1], dropped)
+        return out
+
+    def _generated(self, items):
+        """``items``: (kind, context) pairs → for each, ``(questions, cut)``: the questions generated about
+        its answer candidates as (answer, question, candidate index), and whether a cap left candidates out."""
         qg_of = {"table": self.backends["table_qg"], "text": self.backends["text_qg"]}
         cache = self.metric.question_cache
         cap = {"table": self.max_table_values, "text": self.max_answers}
@@ -195,15 +285,18 @@ class Run:
         # then every answer: (example, source index, side, answer, question) → QA job
         plan, jobs, cursor = [], [], 0
         truncated = [False] * len(predictions)
+        unanswerable = {}  # (example, source) → the table questions the answerability filter dropped
         for e, (hyp, srcs) in enumerate(zip(predictions, sources)):
             if not hyp.strip():
                 continue
-            hyp_questions, cut = asked[cursor]
+            hyp_questions, cut, _ = asked[cursor]
             truncated[e] |= cut
             cursor += 1
             for s, (kind, context) in enumerate(srcs):
-                src_questions, cut = asked[cursor]
+                src_questions, cut, dropped = asked[cursor]
                 truncated[e] |= cut
+                if dropped is not None:
+                    unanswerable[(e, s)] = dropped
                 cursor += 1
                 for answer, question, candidate in hyp_questions:  # the text's claims, answered on the source
                     plan.append((e, s, "from_text", answer, question, candidate))
@@ -223,6 +316,9 @@ class Run:
             for e, (hyp, srcs) in enumerate(zip(predictions, sources)):
                 examples.append({"sources": [{"source": _source_name(s, kind), "from_text": [], "from_source": []}
                                              for s, (kind, _) in enumerate(srcs)]})
+                for s in range(len(srcs)):
+                    if (e, s) in unanswerable:
+                        examples[e]["sources"][s]["unanswerable_on_source"] = unanswerable[(e, s)]
             for (e, s, side, answer, question, candidate), result, b in zip(plan, results, bert):
                 truncated[e] |= bool(getattr(result, "truncated", False))
                 f1 = squad_f1(result.answer, answer)

@@ -328,11 +328,13 @@ class GeneratorQG:
     backend = "generator"
 
     def __init__(self, path: str, device: Optional[str] = None, dtype=None, context_kind: Optional[str] = None,
-                 max_new_tokens: int = 32, max_prompt_tokens: int = 384, batch_size: int = 32, pad_to_max_length: bool = False):
+                 max_new_tokens: int = 32, max_prompt_tokens: int = 384, batch_size: int = 32, pad_to_max_length: bool = False,
+                 quantize: Optional[str] = None):
         from d2t_metrics.generator import load_generator
 
         self.name_or_path = str(path)
-        tokenizer, model, recipe = load_generator(self.name_or_path, device=device, dtype=dtype)
+        # quantize="int8": opt-in, CPU only, questions may change (d2t_metrics.generator.QUANTIZATIONS)
+        tokenizer, model, recipe = load_generator(self.name_or_path, device=device, dtype=dtype, quantize=quantize)
         self._setup(tokenizer, model, recipe, context_kind, max_new_tokens, max_prompt_tokens, batch_size)
         self.pad_to_max_length = bool(pad_to_max_length)
 

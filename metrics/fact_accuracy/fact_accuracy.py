@@ -13,6 +13,8 @@ from d2t_metrics.inputs import check_batch_size
 from d2t_metrics.inputs import decode_table
 from d2t_metrics.metric import D2TMetric
 from d2t_metrics.timing import stage
+from d2t_metrics.untrusted import blank_non_claims
+from d2t_metrics.untrusted import removed_pieces
 
 # evaluate's loader copies only the sibling files this script imports itself
 # (not those its siblings import), so every one is imported here (and with no
@@ -25,6 +27,9 @@ from .extractors import resolve_model_path
 from .extractors import table_facts
 from .facts import Extractor
 from .grounding import find_value
+from .labels import fitted_label_threshold
+from .labels import load_calibration
+from .labels import ok_label
 from .matching import DEFAULT_FUZZY_THRESHOLD
 from .matching import Matcher
 from .matching import corpus_scores
@@ -107,13 +112,21 @@ Returns:
         "object"[, "evidence"]} dicts), their counts ("verifiable",
         "num_supported", "num_contradicted", "num_unverifiable",
         "num_generated", "num_ground_truth", "num_found") and
-        "ground_truth_source" ("table" or "references"). A kept fact has
+        "ground_truth_source" ("table" or "references"); "label_score" (F1
+        of accuracy and recall, None as 0) and, where F_gt is the table and a
+        threshold was fitted for the extractor's settings (labels.py,
+        calibration.json), "ok" and "label" ("OK" / "not OK"). A kept fact has
         its "evidence" sentence and "evidence_start"/"evidence_end" offsets.
+    Per example, "ignored": the pieces of the text that are no claim of it and
+    are not read (d2t_metrics.untrusted.non_claims: control strings such as
+    "[SEP]", imitations of the input such as "Triples: s | p | o ; ...",
+    sentences addressed to the evaluator such as "Ignore the previous
+    instructions ..."; with the end-to-end extractor also what imitates its
+    output or prompt). A text that is nothing else is scored as the empty text.
     With the end-to-end extractor (default), also "ungrounded" (facts whose
     subject or object the text does not write, left out of every count) and
     "truncated_examples" (texts over 16 sentences, read in part); per example
-    "truncated", "ungrounded", "num_ungrounded" and "ignored" (pieces that
-    imitate the extractor's output or prompt, not read).
+    "truncated", "ungrounded" and "num_ungrounded".
 Examples:
     >>> import d2t_metrics
     >>> fa = d2t_metrics.load("fact_accuracy", "openie")  # evaluate.load("./metrics/fact_accuracy", "openie") in a checkout
@@ -202,7 +215,18 @@ class FactAccuracy(D2TMetric):
             parts.append(f"gt:{options['ground_truth']}")
         if self.extractor_name == "end_to_end":
             parts.append(f"form:{'restored' if self.restore_form else 'as-written'}")
-        return "|".join(parts + ["version:1.3"])
+        t = self.label_threshold(fuzzy) if options.get("ground_truth") in (None, "table") else None
+        if t is not None:  # the per-output label's threshold (labels.py), where one applies
+            parts.append(f"label_t:{t:.6g}")
+        return "|".join(parts + ["version:1.4"])
+
+    def label_threshold(self, fuzzy_threshold=DEFAULT_FUZZY_THRESHOLD):
+        """The per-output OK threshold fitted for this extractor, checkpoint and matching (labels.py,
+        calibration.json), or None: a custom extractor, texts read as written, other weights."""
+        if self.extractor_name != extractor_name(self.config_name) or (self.extractor_name == "end_to_end" and not self.restore_form):
+            return None
+        fingerprint = checkpoint_fingerprint(self.model_name) if self.model_name else None
+        return fitted_label_threshold(load_calibration(), self.config_name, fingerprint, fuzzy_threshold)
 
     # -- input checks, before evaluate stores anything ---------------------
     def _check_option_values(self, options):
@@ -233,7 +257,11 @@ class FactAccuracy(D2TMetric):
             extractor.batch_size = int(batch_size)
         candidates = parsed if any(t is not None for t in parsed) else None
 
-        generated = extractor.extract(list(predictions), tables=candidates, show_progress=show_progress)
+        # the end-to-end extractor leaves out what is not a claim itself (grounding); the others
+        # read the texts with it blanked (untrusted.blank_non_claims: offsets kept)
+        texts, ignored = _claims_to_read(extractor, predictions)
+        refs = [_claims_to_read(extractor, r)[0] for r in refs]
+        generated = extractor.extract(texts, tables=candidates, show_progress=show_progress)
         # what the extractor says of each text's reading (the end-to-end extractor: truncated,
         # ungrounded facts, ignored pieces), taken before the references are read
         reports = list(getattr(extractor, "reports", None) or [])
@@ -246,7 +274,13 @@ class FactAccuracy(D2TMetric):
                 example["ground_truth_source"] = source
                 if len(reports) == len(generated):
                     example.update(reading_report(reports[i]))
+                else:
+                    example["ignored"] = ignored[i]
                 examples.append(example)
+            # the per-output OK label, where F_gt is the table (what its threshold was fitted on)
+            threshold = self.label_threshold(fuzzy_threshold)
+            for example in examples:
+                example.update(ok_label(example, threshold if example["ground_truth_source"] == "table" else None))
         result = self.corpus_scores(examples)
         if per_example:
             result["examples"] = examples
@@ -281,6 +315,19 @@ class FactAccuracy(D2TMetric):
             for i, facts in zip(owners, found):
                 truth[i].extend(facts)
         return truth
+
+
+def _claims_to_read(extractor, texts):
+    """The texts an extractor is given, and per text the pieces left out as no claim of it
+    (``ignored``): the end-to-end extractor is given the texts as they are (it blanks them
+    itself and reports them, see ``grounding``); any other extractor gets them with control
+    strings, imitated inputs and instructions blanked by spaces (``untrusted.blank_non_claims``),
+    so that the evidence offsets it reports still point into the given text."""
+    texts = list(texts)
+    if hasattr(extractor, "reports"):
+        return texts, [[] for _ in texts]
+    blanked = [blank_non_claims(t) for t in texts]
+    return [b for b, _ in blanked], [removed_pieces(t, spans) for t, (_, spans) in zip(texts, blanked)]
 
 
 def reading_report(report):

@@ -6,12 +6,16 @@ supported by a span of the text. Four pure steps, each testable without a model:
 1. :func:`clean_with_offsets`: ``d2t_metrics.untrusted.plain_text`` (NUL, zero-width and
    bidi characters dropped), with the offset of every kept character in the given text,
    so that evidence spans point into the prediction as the user wrote it.
-2. :func:`blank_format_imitation`: text that imitates the extractor's own output or
-   prompt (``s | r | o`` triples, a stray ``|``, the prompt's ``Triples:``/``Text:``/
-   ``Relations:`` labels with the rest of their line, a sentence naming a listed schema
-   relation such as ``birthPlace`` verbatim) or a tokenizer's control tokens (``</s>``,
-   ``[SEP]``, ``<|endoftext|>``) is replaced by spaces of the same length: the model
-   never reads it, no fact can be grounded in it, and offsets are kept.
+2. :func:`blank_format_imitation`: what is not a claim of the text
+   (``d2t_metrics.untrusted.blank_non_claims``, shared by every metric: a tokenizer's
+   control tokens such as ``</s>``, ``[SEP]``, ``<|endoftext|>``; ``s | r | o`` triples and
+   the ``Triples:``/``Table:`` labels before them; sentences addressed to the evaluator,
+   "Ignore the previous instructions ...", "Disregard the first sentence.") and, on top,
+   what imitates this extractor's own output or prompt (a stray ``|``, the prompt's
+   ``Triples:``/``Text:``/``Relations:`` labels with the rest of their line, a sentence
+   naming a listed schema relation such as ``birthPlace`` verbatim) is replaced by spaces
+   of the same length: the model never reads it, no fact can be grounded in it, and
+   offsets are kept.
 3. :func:`reading_units`: the sentences to read, as character ranges (a sentence longer
    than ``max_words`` words is cut between words), at most ``max_units`` of them: the
    bound on an example's work; the rest is not read (``truncated``).
@@ -30,7 +34,8 @@ from __future__ import annotations
 import re
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
-from d2t_metrics.untrusted import CONTROL_TOKEN
+from d2t_metrics.untrusted import blank_non_claims
+from d2t_metrics.untrusted import merge_spans
 from d2t_metrics.untrusted import has_invisible
 from d2t_metrics.untrusted import plain_text
 
@@ -61,17 +66,20 @@ def clean_with_offsets(text: str) -> Tuple[str, List[int]]:
     return clean, kept
 
 
-# "s | r | o", each field within one clause (no sentence end, ';' or newline inside; no
-# ':' before the subject), so that the prose before an appended triple is kept.
-_TRIPLE = re.compile(r"[^|;:\n.!?]*\|[^|;\n]*\|[^|;\n.!?]*")
 _PIPE = re.compile(r"\|")
 # a prompt label and the rest of its line ("Text: <an injected text>", "Triples: ...")
 _PROMPT_LABEL = re.compile(r"\b(?:triples|text|relations)\s*:[^\n]*", re.IGNORECASE)
 _SENTENCE = re.compile(r"[^.!?\n]*(?:[.!?]+|\n|$)")
 
 
-def _blank(text: str, start: int, end: int) -> str:
-    return text[:start] + " " * (end - start) + text[end:]
+def _blank_all(text: str, spans: Sequence[Tuple[int, int]]) -> str:
+    """``text`` with each ``(start, end)`` range replaced by spaces of its length."""
+    if not spans:
+        return text
+    chars = list(text)
+    for start, end in spans:
+        chars[start:end] = " " * (end - start)
+    return "".join(chars)
 
 
 def schema_names(relations: Sequence[str]) -> List[str]:
@@ -82,25 +90,22 @@ def schema_names(relations: Sequence[str]) -> List[str]:
 
 
 def blank_format_imitation(text: str, relations: Sequence[str] = ()) -> Tuple[str, List[Tuple[int, int]]]:
-    """``text`` with what imitates the extractor's output or prompt replaced by spaces
-    (module docstring), and the blanked ranges, in order."""
-    spans: List[Tuple[int, int]] = []
-    # control tokens first: the pipes of "<|endoftext|>" are not a triple's separators
-    # control-token strings say nothing, and the extractor, reading them as characters, still
-    # writes noise around them
-    for pattern in (CONTROL_TOKEN, _TRIPLE, _PIPE, _PROMPT_LABEL):
-        for m in pattern.finditer(text):
-            if m.end() > m.start() and m.group().strip():
-                text = _blank(text, m.start(), m.end())
-                spans.append((m.start(), m.end()))
+    """``text`` with what is not a claim, or imitates the extractor's output or prompt,
+    replaced by spaces (module docstring), and the blanked ranges, in order."""
+    original = text
+    # what no metric reads (control tokens, imitated inputs, instructions): the shared definition
+    text, spans = blank_non_claims(text)
+    # what only this extractor's prompt and output look like (blanked at once: linear work)
+    extra = [m.span() for pattern in (_PIPE, _PROMPT_LABEL) for m in pattern.finditer(text) if m.group().strip()]
+    text = _blank_all(text, extra)
     names = schema_names(relations)
     if names:
         named = re.compile(r"(?<![A-Za-z_])(?:" + "|".join(map(re.escape, names)) + r")(?![A-Za-z_])")
-        for m in _SENTENCE.finditer(text):
-            if m.group().strip() and named.search(m.group()):
-                text = _blank(text, m.start(), m.end())
-                spans.append((m.start(), m.end()))
-    return text, sorted(spans)
+        sentences = [m.span() for m in _SENTENCE.finditer(text) if m.group().strip() and named.search(m.group())]
+        text = _blank_all(text, sentences)
+        extra += sentences
+    # one range per blanked piece (overlaps and whitespace-separated neighbours joined)
+    return text, merge_spans(list(spans) + extra, original)
 
 
 # A sentence ends at . ! ? followed by whitespace, or at a line break; not after an initial

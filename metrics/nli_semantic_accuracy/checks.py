@@ -12,6 +12,17 @@ The label is ``OK``, ``omission``, ``hallucination`` or
 ``omission+hallucination``; the confidence is the smallest entailment
 probability over all checks (the paper's ``OK_confidence``).
 
+**When does a check fail?** Two decisions (:data:`DECISIONS`):
+
+* ``"paper"``: entailment is not the most likely label (Dušek & Kasner);
+* ``"calibrated"`` (the metric's default where a threshold was fitted for
+  its model): the entailment probability is below a threshold ``t``, fitted
+  on WebNLG 2017's rated outputs so that the share of outputs labelled OK
+  matches the raters' (``calibration.json``, written by
+  ``python -m training.nli_semantic_accuracy.calibrate``). An output is OK
+  exactly when its confidence is >= t, so the scores are the same under
+  both decisions; only the labels differ.
+
 A pair too long for the model is windowed by the scorer (``nli_model``: the
 text in overlapping windows for the omission check, in sentence parts for
 the hallucination check); the example's ``truncated`` is True only when a
@@ -29,7 +40,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
+from d2t_metrics import calibration
+
 OK = "OK"
+PAPER = "paper"
+CALIBRATED = "calibrated"
+DECISIONS = (CALIBRATED, PAPER)
 OMISSION = "omission"
 HALLUCINATION = "hallucination"
 BOTH = "omission+hallucination"
@@ -74,6 +90,44 @@ def plan_checks(example: int, facts: Sequence[Fact], text: str) -> List[Check]:
     # Optional facts stay in the premise: a text that mentions them is no hallucination.
     checks.append(Check(example, HALLUCINATION, " ".join(f.sentence for f in facts), text))
     return checks
+
+
+def passes_threshold(probabilities: Dict[str, float], threshold: float) -> bool:
+    """The calibrated decision for one check: its entailment probability is at least ``threshold``."""
+    return float(probabilities.get("entailment", 0.0)) >= threshold
+
+
+def check_decision(decision: str, ok_threshold: Optional[float]) -> None:
+    """``ValueError`` for a decision or threshold the metric cannot apply (before any model loads)."""
+    if decision not in DECISIONS:
+        raise ValueError(f"decision must be one of {list(DECISIONS)}, got {decision!r}")
+    if ok_threshold is None:
+        return
+    if decision == PAPER:
+        raise ValueError("ok_threshold is used by decision='calibrated' only; the paper's decision takes none")
+    if isinstance(ok_threshold, bool) or not isinstance(ok_threshold, (int, float)) or not 0.0 <= float(ok_threshold) <= 1.0:
+        raise ValueError(f"ok_threshold must be a number in [0, 1], got {ok_threshold!r}")
+
+
+def calibration_file() -> str:
+    """calibration.json beside this file, or in the metric's own folder (d2t_metrics.calibration)."""
+    return calibration.calibration_file("nli_semantic_accuracy", __file__)
+
+
+def load_calibration(path: Optional[str] = None) -> Dict:
+    """The fitted thresholds and their provenance; ``{"thresholds": []}`` when the file is absent."""
+    return calibration.load_calibration(path or calibration_file())
+
+
+def fitted_threshold(calibration: Dict, config: str, model_fingerprint: Optional[str]) -> Optional[float]:
+    """The threshold fitted for this config and these model weights, or None: a threshold is
+    only valid for the model whose probabilities it was fitted on (and its templates)."""
+    if not model_fingerprint:
+        return None
+    for entry in calibration.get("thresholds", []):
+        if entry.get("config") == config and entry.get("model_fingerprint") == model_fingerprint:
+            return float(entry["threshold"])
+    return None
 
 
 def label_of(omission: bool, hallucination: bool) -> str:

@@ -196,10 +196,11 @@ def evaluate_arcs(model: ArcModel, tokenizer, examples: Sequence[dict], max_leng
 
 
 # Kinds whose hypotheses are wholly entailed / contain a not-entailed arc, for the reranking dev set.
-RERANK_POSITIVE_KINDS = ("compress", "clause", "ad-gold", "sick-entails", "rte-yes")
+# The d2t- kinds are training.dae.make_d2t_data's: a reference of a verbalized table against its corruptions.
+RERANK_POSITIVE_KINDS = ("compress", "clause", "ad-gold", "sick-entails", "rte-yes", "d2t-ref")
 RERANK_NEGATIVE_KINDS = (
     "span-delete", "swap-within", "swap-corpus", "subject", "duplicate", "negation", "negation-delete", "argument-delete", "pronoun",
-    "ad-bottom", "sick-contradicts", "sick-neutral", "rte-no",
+    "ad-bottom", "sick-contradicts", "sick-neutral", "rte-no", "d2t-swap", "d2t-number", "d2t-append",
 )
 
 
@@ -238,6 +239,66 @@ def rerank_accuracy(model_path: str, triples: Sequence[tuple], nlp=None, device:
         out["mean" if agg == "score" else "min"] = round(won / max(n, 1), 4)
     out["pairs"] = n
     return out
+
+
+def arc_vectors(encoder, tokenizer, examples: Sequence[dict], max_length: int, batch_size: int = 32,
+                with_features: bool = True, log=None) -> Dict[str, "torch.Tensor"]:
+    """One forward pass of the (frozen) encoder over ``examples``: every labelled arc's head and
+    child vectors, relation id, features and label, for :func:`fit_head`."""
+    device = next(encoder.parameters()).device
+    was_training = encoder.training
+    encoder.eval()
+    parts: Dict[str, List["torch.Tensor"]] = {"head": [], "child": [], "rels": [], "feats": [], "labels": []}
+    batches = make_batches(examples, batch_size, random.Random(0), shuffle=False)
+    t0 = time.time()
+    with torch.no_grad():
+        for b, batch in enumerate(batches):
+            inputs = {k: v.to(device) for k, v in arc_batch(tokenizer, batch, max_length, with_features).items()}
+            enc = {k: inputs[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in inputs}
+            hidden = encoder(**enc).last_hidden_state
+            parts["head"].append(hidden[inputs["seg"], inputs["hpos"]].float().cpu())
+            parts["child"].append(hidden[inputs["seg"], inputs["cpos"]].float().cpu())
+            parts["rels"].append(inputs["rels"].cpu())
+            parts["labels"].append(inputs["labels"].cpu())
+            if with_features:
+                parts["feats"].append(inputs["feats"].float().cpu())
+            if log and (b + 1) % 10 == 0:
+                log(f"encoded {b + 1}/{len(batches)} batches, {(time.time() - t0) / (b + 1):.1f}s/batch")
+    if was_training:
+        encoder.train()
+    return {k: torch.cat(v) for k, v in parts.items() if v}
+
+
+def fit_head(head, vectors: Dict[str, "torch.Tensor"], *, epochs: int = 30, lr: float = 1e-3, neg_weight: float = 1.0,
+             anchor: float = 1e-3, batch_size: int = 1024, seed: int = 0) -> float:
+    """Train the arc head alone on cached :func:`arc_vectors`: weighted binary cross-entropy, AdamW,
+    plus ``anchor`` times the squared distance of the head's weights from where they started (a
+    warm-started head moves only as far as the new data asks). Returns the last epoch's mean loss."""
+    start = {k: v.detach().clone() for k, v in head.state_dict().items()}
+    opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    labels = vectors["labels"]
+    weights = torch.where(labels > 0.5, torch.ones_like(labels), torch.full_like(labels, neg_weight))
+    n = len(labels)
+    head.train()
+    last = 0.0
+    for _ in range(epochs):
+        order = torch.randperm(n, generator=gen)
+        total = 0.0
+        for s in range(0, n, batch_size):
+            idx = order[s : s + batch_size]
+            logits = head(vectors["head"][idx], vectors["child"][idx], vectors["rels"][idx],
+                          vectors["feats"][idx] if head.num_features else None)
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels[idx], weight=weights[idx])
+            if anchor:
+                loss = loss + anchor * sum(((p - start[k]) ** 2).sum() for k, p in head.named_parameters())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += float(loss.detach()) * len(idx)
+        last = total / max(n, 1)
+    head.eval()
+    return last
 
 
 def save(peft_encoder, head, out: str, meta: dict, tokenizer=None) -> str:
@@ -303,6 +364,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--init", default=None, help="warm start from a DAE checkpoint directory (LoRA and head)")
     ap.add_argument("--oversample", default="", help="kind weights for sampling --max-examples, e.g. span-delete=2,subject=2")
     ap.add_argument("--spacy-model", default=None)
+    ap.add_argument("--head-only", action="store_true",
+                    help="keep the encoder (LoRA of --init) frozen: encode the training arcs once and fit the arc head on them "
+                         "(--head-epochs passes, --head-lr, --head-anchor); a fraction of the CPU cost of full training")
+    ap.add_argument("--head-epochs", type=int, default=30)
+    ap.add_argument("--head-anchor", type=float, default=1e-3, help="pull of the head's weights towards the --init head's")
     ap.add_argument("--time-budget", type=float, default=0,
                     help="minutes of training: stop then (the schedule still spans all the steps; 0 = off)")
     args = ap.parse_args(argv)
@@ -381,6 +447,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             log(f"reranking dev at step {step}: {rerank}")
 
     t0 = time.time()
+    if args.head_only:
+        return _main_head_only(args, encoder, head, tokenizer, train, dev, triples, nlp, device, meta, neg_weight, log, t0)
     with tempfile.TemporaryDirectory(prefix="dae_trainer_") as work_dir:
         trainer = dae_trainer(model, train, tokenizer, total=total, rng=rng, batch_size=args.batch_size, lr=args.lr,
                               head_lr=args.head_lr, max_length=args.max_length, device=device, seed=args.seed,
@@ -397,6 +465,27 @@ def main(argv: Optional[List[str]] = None) -> int:
     path = save(encoder, head, args.out, meta, tokenizer)
     log(f"final dev: {scores}; reranking dev: {meta['rerank_dev']}")
     print(json.dumps({"checkpoint": path, "dev": scores, "steps": step, "bytes": checkpoint_size(path)}))
+    return 0
+
+
+def _main_head_only(args, encoder, head, tokenizer, train, dev, triples, nlp, device, meta, neg_weight, log, t0) -> int:
+    """``--head-only``: the encoder stays as ``--init`` left it; only the arc head learns."""
+    for p in encoder.parameters():
+        p.requires_grad_(False)
+    encoder.to(device)
+    vectors = arc_vectors(encoder, tokenizer, train, args.max_length, args.batch_size, bool(head.num_features), log)
+    log(f"encoded {len(vectors['labels'])} arcs in {time.time() - t0:.0f}s")
+    loss = fit_head(head, vectors, epochs=args.head_epochs, lr=args.head_lr, neg_weight=neg_weight, anchor=args.head_anchor, seed=args.seed)
+    model = ArcModel(encoder, head, neg_weight=neg_weight)
+    scores = evaluate_arcs(model, tokenizer, dev, args.max_length)
+    meta["training"].update(head_only=True, head_epochs=args.head_epochs, head_anchor=args.head_anchor, final_loss=round(loss, 4),
+                            steps=0, seconds=round(time.time() - t0))
+    meta["dev"] = scores
+    path = save(encoder, head, args.out, meta, tokenizer)
+    meta["rerank_dev"] = rerank_accuracy(args.out, triples, nlp, device)
+    path = save(encoder, head, args.out, meta, tokenizer)
+    log(f"final dev: {scores}; reranking dev: {meta['rerank_dev']}")
+    print(json.dumps({"checkpoint": path, "dev": scores, "steps": 0, "bytes": checkpoint_size(path)}))
     return 0
 
 

@@ -1,0 +1,149 @@
+"""d2t_metrics.decoding's cache work: a step writes its position in place, a beam
+taking another's place copies only the positions generated since the prompt,
+and none of it changes a continuation (checked against transformers' generate
+on a tiny random decoder). Work is counted (cache positions copied), never timed."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def varied_lm(tiny_causal_lm):
+    """The tiny decoder's shape with untied, larger random weights, so that
+    continuations vary from prompt to prompt and beams reorder often."""
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_causal_lm)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.sep_token_id, tie_word_embeddings=False, initializer_range=0.3)
+    torch.manual_seed(1)
+    return tokenizer, transformers.LlamaForCausalLM(config).eval()
+
+
+# prompts sharing beginnings, of ragged lengths, one of a single token
+PROMPTS = [(5, 6, 7, 8, 9, 10), (5, 6, 7, 8, 11), (5, 6, 7, 12, 13, 14, 15, 16), (5, 6, 7, 8, 9, 17), (30,), (40, 41, 42),
+           (5, 6, 7, 8, 9, 10, 18, 19, 20, 21)]
+
+
+def _reference(model, prompt, stops, k, max_new_tokens, pad_id):
+    """transformers' generate on one prompt: its ``k`` beams (greedy for 1), each cut after its first stop token."""
+    with torch.inference_mode():
+        out = model.generate(input_ids=torch.tensor([prompt]), max_new_tokens=max_new_tokens, do_sample=False, num_beams=k,
+                             num_return_sequences=k, eos_token_id=stops or None, pad_token_id=pad_id)
+    rows = []
+    for row in out[:, len(prompt):].tolist():
+        ends = [j for j, t in enumerate(row) if t in stops]
+        rows.append(row[:ends[0] + 1] if ends else row)
+    return rows
+
+
+class OneTokenSteps:
+    """Rows and attended width of each one-token forward call of ``model``."""
+
+    def __init__(self, model):
+        self.model, self.steps = model, []
+
+    def __enter__(self):
+        forward = self.model.forward
+
+        def counting(*args, **kwargs):
+            if kwargs["input_ids"].shape[1] == 1:
+                self.steps.append((kwargs["input_ids"].shape[0], kwargs["attention_mask"].shape[1]))
+            return forward(*args, **kwargs)
+
+        self.model.forward = counting
+        return self
+
+    def __exit__(self, *exc):
+        del self.model.forward
+        return False
+
+    def dynamic_cache_copies(self, beams: bool) -> int:
+        """Positions transformers' DynamicCache copies over these steps: every step appends by
+        concatenation (the whole cache), and beam search reorders the whole cache before each step."""
+        return sum(rows * (width - 1) * (2 if beams else 1) for rows, width in self.steps)
+
+
+@pytest.mark.parametrize("num_beams", [3, 5])
+def test_beams_are_those_of_generate_and_the_cache_moves_little(varied_lm, num_beams):
+    from d2t_metrics import decoding
+
+    tokenizer, model = varied_lm
+    pad = tokenizer.pad_token_id
+    greedy = [_reference(model, p, [], 1, 10, pad)[0] for p in PROMPTS]
+    stops = sorted({g[2] for g in greedy[:3]})  # tokens some beams meet early: beams finish at different steps
+    decoding.CACHE_WORK.reset()
+    with OneTokenSteps(model) as counted, torch.inference_mode():
+        got = decoding.beam_continuations(model, PROMPTS, num_beams=num_beams, max_new_tokens=10, stop_ids=stops, pad_id=pad,
+                                          batch_size=num_beams * 4, show_progress=False)
+    assert got == [_reference(model, p, stops, num_beams, 10, pad) for p in PROMPTS]
+    assert any(beam[-1] in stops and len(beam) < 10 for beams in got for beam in beams)
+    # copies: each prompt's beams set up once, then only generated positions of rows that changed
+    old = counted.dynamic_cache_copies(beams=True)
+    assert counted.steps and decoding.CACHE_WORK.moved < old / 4
+
+
+def test_greedy_is_that_of_generate_and_a_step_copies_nothing(varied_lm):
+    from d2t_metrics import decoding
+
+    tokenizer, model = varied_lm
+    pad = tokenizer.pad_token_id
+    free = [_reference(model, p, [], 1, 12, pad)[0] for p in PROMPTS]
+    stops = sorted({free[0][3], free[2][1]})  # two rows stop early and leave the batch
+    decoding.CACHE_WORK.reset()
+    with OneTokenSteps(model) as counted, torch.inference_mode():
+        got = decoding.greedy_continuations(model, PROMPTS, max_new_tokens=12, stop_ids=stops, pad_id=pad, batch_size=8,
+                                            show_progress=False)
+    assert got == [_reference(model, p, stops, 1, 12, pad)[0] for p in PROMPTS]
+    assert min(rows for rows, _ in counted.steps) < max(rows for rows, _ in counted.steps)  # rows left the batch
+    # the set-up copy of each batch plus rows closing gaps: far below a copy of the cache per step
+    assert decoding.CACHE_WORK.moved < counted.dynamic_cache_copies(beams=False) / 3
+
+
+def _filled_cache(rows=4, heads=2, length=5, dim=3, room=4):
+    from d2t_metrics.decoding import _room_for
+    from transformers import DynamicCache
+
+    plain = DynamicCache()
+    for layer in range(2):
+        keys = torch.arange(rows * heads * length * dim, dtype=torch.float32).view(rows, heads, length, dim) + 1000 * layer
+        plain.update(keys, -keys, layer)
+    return plain, _room_for(plain, rows, length + room)
+
+
+def test_a_roomy_cache_holds_what_a_dynamic_cache_holds():
+    plain, roomy = _filled_cache()
+    for step in range(3):
+        for layer in range(2):
+            new = torch.full((4, 2, 1, 3), float(step + 10 * layer))
+            k1, v1 = plain.update(new, -new, layer)
+            k2, v2 = roomy.update(new, -new, layer)
+            assert torch.equal(k1, k2) and torch.equal(v1, v2)
+    assert roomy.get_seq_length() == plain.get_seq_length() == 8
+    with pytest.raises(RuntimeError, match="room"):
+        roomy.update(torch.zeros(4, 2, 2, 3), torch.zeros(4, 2, 2, 3), 0)
+
+
+def test_only_rows_that_change_are_copied_and_only_from_the_start_given():
+    from d2t_metrics import decoding
+
+    plain, roomy = _filled_cache()
+    decoding.CACHE_WORK.reset()
+    decoding._take_rows(roomy, torch.arange(4), start=2)
+    assert decoding.CACHE_WORK.moved == 0  # nobody moved
+    sources = torch.tensor([1, 0, 2, 2])  # rows 0 and 1 swap, row 3 copies row 2
+    decoding._take_rows(roomy, sources, start=2)
+    assert decoding.CACHE_WORK.moved == 3 * (5 - 2)
+    for layer in range(2):
+        expected = plain.layers[layer].keys[sources]
+        expected[:, :, :2] = plain.layers[layer].keys[:, :, :2]  # before `start`: left as it was
+        assert torch.equal(roomy.layers[layer].keys, expected)
+    rows_before = [roomy.layers[1].values[r].clone() for r in range(4)]
+    decoding.CACHE_WORK.reset()
+    decoding._keep_rows(roomy, [0, 1, 3])  # row 2 leaves: only row 3 moves up
+    assert decoding.CACHE_WORK.moved == 5 and roomy.layers[0].keys.shape[0] == 3
+    for new, old in enumerate([0, 1, 3]):
+        assert torch.equal(roomy.layers[1].values[new], rows_before[old])
