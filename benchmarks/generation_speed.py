@@ -34,7 +34,7 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .results_md import markdown_table, write_section
+from .results_md import load_records, markdown_table, write_json, write_section
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH_DIR)
@@ -144,22 +144,13 @@ def compare(metric: str, input_name: str, input_path: str, n: int, trees: Dict[s
 
 
 def load_results(path: str) -> Dict:
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        if isinstance(data, dict) and isinstance(data.get("records"), dict):
-            return data
-    return {"records": {}}
+    return load_records(path)
 
 
 def store(path: str, key: str, record: Dict) -> Dict:
     data = load_results(path)
     data["records"][key] = record
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
-    os.replace(path + ".tmp", path)
+    write_json(path, data)
     return data
 
 

@@ -40,7 +40,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .adapters import model_assignments
-from .results_md import markdown_table, write_section
+from .results_md import load_records, markdown_table, write_json, write_section
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH_DIR)
@@ -220,30 +220,14 @@ def hardware(device: str) -> Dict:
 
 
 def load_results(path: str) -> Dict:
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        if isinstance(data, dict):
-            data.setdefault("records", {})
-            data.setdefault("cli", {})
-            return data
-    return {"records": {}, "cli": {}}
-
-
-def _write(path: str, data: Dict) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
+    return load_records(path, groups=("records", "cli"))
 
 
 def store(path: str, key: str, record: Dict, group: str = "records") -> Dict:
     """Merge one record into the stored results under ``group`` / ``key`` (replacing only that one)."""
     data = load_results(path)
     data[group][key] = record
-    _write(path, data)
+    write_json(path, data)
     return data
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import math
 import os
 import random
@@ -36,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
 from .adapters import model_assignments
-from .results_md import markdown_table, write_section
+from .results_md import load_records, markdown_table, write_json, write_section
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 SECTION = "robustness"
@@ -368,12 +367,7 @@ def results_path(out_dir: str) -> str:
 
 
 def load_results(path: str) -> Dict:
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        if isinstance(data, dict) and isinstance(data.get("records"), dict):
-            return data
-    return {"records": {}}
+    return load_records(path)
 
 
 def store_record(path: str, record: Dict) -> Dict:
@@ -381,12 +375,7 @@ def store_record(path: str, record: Dict) -> Dict:
     only) and write them atomically; returns everything stored."""
     data = load_results(path)
     data["records"].setdefault(record["metric"], {})[record["perturbation"]] = record
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, ensure_ascii=False)
-        f.write("\n")
-    os.replace(tmp, path)
+    write_json(path, data, ensure_ascii=False)
     return data
 
 
