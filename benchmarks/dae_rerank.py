@@ -1,6 +1,8 @@
 """DAE summary reranking (Goyal & Durrett 2020, Table 4) and DAE speed.
 
 ``python -m benchmarks.dae_rerank [--model checkpoints/dae] [--device cpu] [--no-write]``
+(``--model`` takes any DAE checkpoint folder, one over the decoder backbone too; ``--no-write --no-speed``
+only prints the reranking accuracy.)
 
 Data: ``shared/data/dae/summary_pairs.json`` — 373 CNN/DM article sentences,
 each with a correct and an incorrect summary sentence (Falke et al., 2019).
@@ -98,7 +100,11 @@ def main(argv=None):
     device = get_device(args.device)
 
     rows, results = [], {}
-    for name, metric in (("DAE (ours: MiniLM-L6 + LoRA, spaCy arcs)", model), ("Rule-based dependency (ours, spaCy arcs)", rule)):
+    dae_name = "DAE (ours: MiniLM-L6 + LoRA, spaCy arcs)"
+    model.load_model()
+    if (getattr(model.scorer, "meta", None) or {}).get("task") == "decoder":
+        dae_name = "DAE (ours: SmolLM2-135M + LoRA, spaCy arcs)"  # a checkpoint over the decoder backbone (issue #36)
+    for name, metric in ((dae_name, model), ("Rule-based dependency (ours, spaCy arcs)", rule)):
         r = rerank(metric, pairs, seed=args.seed)
         results[name] = r
         min_cell = f"{r['min_accuracy']:.1f} ({r['min_ties']} ties)" if name.startswith("DAE") else ""
@@ -106,7 +112,7 @@ def main(argv=None):
         print(f"{name}: {r['accuracy']:.1f} (strict {r['strict']:.1f}, ties {r['ties']}); by min arc: {r['min_accuracy']:.1f}", flush=True)
     for name, acc in PAPER.items():
         rows.append([name, f"{acc:.1f}", "", "", "", ""])
-    ours = results["DAE (ours: MiniLM-L6 + LoRA, spaCy arcs)"]["accuracy"]
+    ours = results[dae_name]["accuracy"]
     gap = ours - PAPER["DAE (ELECTRA, paper)"]
     table = markdown_table(
         ["Scorer", "Reranking acc. % (mean arc P, the paper's score)", "strictly right %", "ties", "by lowest arc P %", "texts/s (incl. parsing)"], rows

@@ -292,7 +292,8 @@ def build_base_model(meta: Dict[str, Any]):
             base, num_labels=len(id2label), id2label=id2label, label2id={v: k for k, v in id2label.items()}, use_safetensors=True,
             local_files_only=local_only,
         )
-    if task == "encoder":
+    if task in ("encoder", "decoder"):
+        # "decoder": a causal LM read as a backbone (its hidden states, no LM head), e.g. the DAE decoder arc classifier
         return transformers.AutoModel.from_pretrained(base, use_safetensors=True, local_files_only=local_only)
     if task == "causal-lm":
         return transformers.AutoModelForCausalLM.from_pretrained(base, use_safetensors=True, local_files_only=local_only)

@@ -286,10 +286,12 @@ def test_a_missing_hub_model_says_how_to_pass_a_path(monkeypatch):
 
 def test_hostile_long_text_is_read_not_crashed(rules):
     m, _, _ = rules
-    text = "Alan Bean was born in Wheeler, Texas. " * 3000
+    # 3,000 different sentences (one sentence said 3,000 times is one sentence: non_claims)
+    text = " ".join(f"Alan Bean was born in Wheeler, Texas in {1000 + i}." for i in range(3000))
     r = m.compute(predictions=[text], tables=[BEAN], per_example=True, show_progress=False, max_answers=5)
     example = r["examples"][0]
     assert len(example["sources"][0]["from_text"]) <= 5 and 0 <= example["score"] <= 1
+    assert example["ignored"] == []
 
 
 # ---------------------------------------------------------------- untrusted text, bounded work, stages
@@ -344,15 +346,35 @@ def test_spacy_reads_the_start_of_a_huge_text_and_says_so(rules):
     assert candidate_part("Alan Bean flew far", max_chars=12) == "Alan Bean"  # no word cut in two
     assert candidate_part("x" * 30, max_chars=12) == "x" * 12
     m, qg, _ = rules
-    head = "Alan Bean was born in Wheeler, Texas. " * (MAX_CANDIDATE_CHARS // 38 + 2)  # just over the cap
+    # sentences that differ in their number (a sentence said again is no claim: non_claims would leave one
+    # sentence of a repeated one), long ones so that few candidates are asked; max_answers well above them,
+    # so that only the character cap leaves anything out
+    sentence = ("Alan Bean, the test pilot who was born in the small town of Wheeler, Texas, flew to the Moon "
+                "and later painted the pictures of his long trip in a quiet studio, as he said in talk {}. ")
+    parts, size = [], 0
+    while size <= MAX_CANDIDATE_CHARS + 40:  # just over the cap
+        parts.append(sentence.format(len(parts)))
+        size += len(parts[-1])
+    head = "".join(parts)
     qg.calls.clear()
-    r = m.compute(predictions=[head + "Zorblax flew to Quuxville."], tables=[BEAN], per_example=True, show_progress=False)
+    r = m.compute(predictions=[head + "Zorblax flew to Quuxville."], tables=[BEAN], per_example=True, show_progress=False,
+                  max_answers=1000)
     asked = {a for call in qg.calls for a, _ in call}
     assert "Alan Bean" in asked and not asked & {"Zorblax", "Quuxville"}
-    assert r["examples"][0]["truncated"] is True
+    assert r["examples"][0]["truncated"] is True and r["examples"][0]["ignored"] == []
     r = m.compute(predictions=[head[:-400] + "Zorblax flew to Quuxville."], tables=[BEAN], per_example=True,
-                  show_progress=False)
+                  show_progress=False, max_answers=1000)
     assert r["examples"][0]["truncated"] is False
+
+
+def test_a_sentence_said_again_is_scored_as_said_once(rules):
+    """A repeated sentence is no new claim: no question is asked of it again, and it is reported as ignored."""
+    m, _, _ = rules
+    once = "Alan Bean was born in Wheeler, Texas. He was a test pilot."
+    twice = once + " Alan Bean was born in Wheeler, Texas."
+    first, second = m.compute(predictions=[once, twice], tables=[BEAN] * 2, per_example=True, show_progress=False)["examples"]
+    assert first["ignored"] == [] and second["ignored"] == ["Alan Bean was born in Wheeler, Texas."]
+    assert {k: v for k, v in second.items() if k != "ignored"} == {k: v for k, v in first.items() if k != "ignored"}
 
 
 class WindowedQA(ExactQA):
@@ -523,7 +545,7 @@ def test_project_backends_run_end_to_end(tiny_checkpoints):
 
     signature = m.signature()
     assert f"text_qa:text_qa@{checkpoint_fingerprint(os.path.join(tiny_checkpoints, 'text_qa'))}," in signature
-    assert "reduction:max|questions_per_value:5|questions_per_text_answer:3|" in signature and signature.endswith("|version:1.7")
+    assert "reduction:max|questions_per_value:5|questions_per_text_answer:3|" in signature and signature.endswith("|version:1.8")
     assert "|questions_per_value:1|" in m.signature(questions_per_value=1)
     assert "|questions_per_text_answer:1|" in m.signature(questions_per_text_answer=1)
 

@@ -171,7 +171,7 @@ def test_the_default_fuzzy_threshold_forgives_a_copying_slip(openie_metric):
     assert metric.compute(**kwargs, fuzzy_threshold=None)["examples"][0]["num_contradicted"] == 1
     assert f"|fuzzy:{DEFAULT_FUZZY_THRESHOLD}|" in openie_metric.signature()
     assert "|fuzzy:no|" in openie_metric.signature(fuzzy_threshold=None)
-    assert openie_metric.signature(fuzzy_threshold=0.9, ground_truth="table").endswith("|fuzzy:0.9|gt:table|version:1.4")
+    assert openie_metric.signature(fuzzy_threshold=0.9, ground_truth="table").endswith("|fuzzy:0.9|gt:table|version:1.5")
 
 
 def test_relations_compare_through_the_schema():
@@ -423,13 +423,22 @@ def test_facts_are_grounded_in_their_window_with_the_sentence_as_evidence():
     assert ex.ground_fact(Fact("Marie Curie", "birthPlace", "Warsaw"), plan, 0, matcher)[0] is None  # not in window 0
 
 
+def _numbered(n, sentence="Alan Bean was born in Wheeler, Texas and worked as a test pilot for {} years."):
+    """``n`` sentences that differ in their number, joined by spaces (a sentence said again is no
+    claim: every metric leaves repeats out, which would leave one sentence of a repeated one)."""
+    return " ".join(sentence.format(i) for i in range(n))
+
+
 def test_a_long_text_is_read_in_a_bounded_number_of_windows():
-    sentence = "Alan Bean was born in Wheeler, Texas and worked as a test pilot. "
-    huge = (sentence * (100_000 // len(sentence) + 1))[:100_000]
+    huge = _numbered(2000)[:100_000]
+    assert len(huge) == 100_000
     plan = ex.plan_reading(huge, max_units=ex.MAX_UNITS)
     assert plan.truncated and len(plan.windows) == ex.MAX_UNITS == 16
-    assert len(set(plan.windows)) == 2  # the same sentences make the same prompts: generated once
-    short = ex.plan_reading(sentence * 3)
+    # 16 different prompts: the sentences differ (a repeated sentence is blanked, so the 2 prompts a repeated
+    # sentence used to make are no longer possible; that a prompt is generated once is tested with
+    # test_end_to_end_extractor_reads_a_text_once)
+    assert len(set(plan.windows)) == 16
+    short = ex.plan_reading(_numbered(3))
     assert not short.truncated and len(short.windows) == 3
 
 
@@ -477,7 +486,7 @@ def test_end_to_end_extractor_parses_windows(tiny_triples, monkeypatch):
         return ["Alan Bean | birthPlace | Wheeler ; Alan Bean | birthPlace | Wheeler ; broken | piece"] * len(prompts)
 
     monkeypatch.setattr(x, "generate", fake_generate)
-    long_text = "Alan Bean was born in Wheeler. " * 60  # 60 sentences: the first 16 are read
+    long_text = " ".join(f"Alan Bean was born in Wheeler in {1900 + i}." for i in range(60))  # 60 sentences: the first 16 are read
     out = x.extract(["Alan Bean was born in Wheeler.", long_text], show_progress=False)
     assert [f[:3] for f in out[0]] == [("Alan Bean", "birthPlace", "Wheeler")]
     assert out[0][0].evidence == "Alan Bean was born in Wheeler." and (out[0][0].start, out[0][0].end) == (0, 30)
@@ -525,6 +534,19 @@ def test_an_appended_triples_suffix_changes_no_score(tiny_triples, monkeypatch):
         assert e["contradicted"] == first["contradicted"] and e["supported"] == first["supported"]
 
 
+def test_a_sentence_said_again_is_scored_as_said_once(tiny_triples, monkeypatch):
+    """A repeated sentence is no new claim: it is not read again, and is reported as ignored."""
+    metric = evaluate.load(METRIC, model=tiny_triples, device="cpu")
+    monkeypatch.setattr(metric.extractor, "generate", _fake_model)
+    once = "Alan Bean was born in Boston. He worked as a test pilot."
+    twice = once + " Alan Bean was born in Boston."
+    res = metric.compute(predictions=[once, twice], tables=[BEAN] * 2, per_example=True, show_progress=False)
+    first, second = res["examples"]
+    assert (first["score"], first["recall"], first["ignored"]) == (0.5, 0.5, [])
+    assert second["ignored"] == ["Alan Bean was born in Boston."]
+    assert {k: v for k, v in second.items() if k != "ignored"} == {k: v for k, v in first.items() if k != "ignored"}
+
+
 def test_odd_texts_read_as_their_visible_words(tiny_triples, monkeypatch):
     metric = evaluate.load(METRIC, model=tiny_triples, device="cpu")
     seen = []
@@ -538,7 +560,7 @@ def test_odd_texts_read_as_their_visible_words(tiny_triples, monkeypatch):
     assert b["supported"][0]["evidence"] == clean and odd[b["supported"][0]["evidence_start"]:].startswith("Alan Bean")
     assert dot["generated"] == empty["generated"] == [] and dot["num_ungrounded"] == 0  # "." is not read at all
     assert res["ungrounded"] == 2 and res["truncated_examples"] == 0
-    long = metric.compute(predictions=[clean + " " + " ".join([clean] * 40)], tables=[BEAN], per_example=True, show_progress=False)
+    long = metric.compute(predictions=[clean + " " + _numbered(40)], tables=[BEAN], per_example=True, show_progress=False)
     assert long["truncated_examples"] == 1 and long["examples"][0]["truncated"] is True
     assert long["examples"][0]["score"] == 1.0
 
@@ -570,7 +592,7 @@ def test_end_to_end_metric_with_a_tiny_generator(tiny_triples, monkeypatch):
     assert res["examples"][0]["ungrounded"][0]["object"] == "Boston"
     res = metric.compute(predictions=["Alan Bean was born in Wheeler, not in Boston."], tables=[BEAN], show_progress=False)
     assert (res["accuracy"], res["recall"], res["supported"], res["contradicted"], res["ungrounded"]) == (0.5, 0.5, 1, 1, 0)
-    assert "triples@" in metric.signature() and "|form:restored|" in metric.signature() and metric.signature().endswith("|version:1.4")
+    assert "triples@" in metric.signature() and "|form:restored|" in metric.signature() and metric.signature().endswith("|version:1.5")
     as_written = evaluate.load(METRIC, model=tiny_triples, device="cpu", restore_form=False)
     assert "|form:as-written|" in as_written.signature() and as_written.extractor.restore_form is False
 

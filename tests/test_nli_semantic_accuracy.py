@@ -2,6 +2,7 @@
 a deterministic fake scorer for the decision logic, and the shipped checkpoint."""
 
 import doctest
+import itertools
 import os
 import re
 import sys
@@ -223,7 +224,8 @@ def test_premise_is_truncated_and_hypothesis_kept(tiny_metric):
 
 
 def test_long_inputs_do_not_crash(tiny_metric):
-    long_text = "Alan Bean was born in Wheeler, Texas and became a test pilot. " * 150
+    # 150 different sentences (one sentence said 150 times is one sentence: non_claims)
+    long_text = " ".join(f"Alan Bean was born in Wheeler, Texas and became a test pilot in {1900 + i}." for i in range(150))
     many_triples = [f"Entity_{i} | relatedTo | Value_{i}" for i in range(60)]
     out = tiny_metric.compute(
         predictions=[long_text, "Short text."], tables=[TRIPLES, many_triples], per_example=True, show_progress=False
@@ -258,6 +260,14 @@ def overlap_predictions(scorer):
 
 
 FILLER = "the city airport is near the river ."  # none of the words of the fact below
+
+
+def _fillers(n):
+    """``n`` filler sentences that differ in their number (a sentence said again is no claim: every
+    metric leaves repeats out, which would leave one sentence of a repeated one)."""
+    return [f"the city airport {i} is near the river ." for i in range(n)]
+
+
 FACT_TABLE = ["The_Eagle | food | coffee"]  # backoff: "The food of The Eagle is coffee."
 
 
@@ -272,21 +282,25 @@ def windowed_metric(tiny_nli, monkeypatch):
 def test_fact_stated_late_in_a_long_text_is_found(windowed_metric):
     """Issue #14: the premise was cut to the model's length, so a fact stated
     after it was judged omitted. Now the text is read in overlapping windows."""
-    text = " ".join([FILLER] * 30 + ["the food of the eagle is coffee ."] + [FILLER] * 3)
+    text = " ".join(_fillers(33)[:30] + ["the food of the eagle is coffee ."] + _fillers(33)[30:])
     ex = windowed_metric.compute(predictions=[text], tables=[FACT_TABLE], per_example=True, show_progress=False)["examples"][0]
     omission = ex["checks"][0]
     assert omission["type"] == "omission" and omission["entailed"] and omission["windows"] > 3
     assert not ex["omission"] and not omission["truncated"] and not ex["truncated"]  # windowed, nothing unseen
+    assert ex["ignored"] == []  # every sentence read
 
 
 def test_hallucination_late_in_a_long_text_is_found(windowed_metric):
     """The hallucination check reads a long text in sentence parts: it is
     entailed only if every part is, so an addition at its end still counts."""
-    faithful = " ".join(["the food of the eagle is coffee ."] * 20)
+    # 20 different sentences of the fact's words (the stand-in model reads words, not their order; a
+    # sentence said again would be left out as no claim)
+    faithful = " ".join(" ".join(order) + " ." for order in
+                        itertools.islice(itertools.permutations(["the food", "of the eagle", "is coffee", "the coffee"]), 20))
     ex = windowed_metric.compute(predictions=[faithful, faithful + " the eagle is a blue pub ."], tables=[FACT_TABLE] * 2,
                                  per_example=True, show_progress=False)["examples"]
     assert [e["hallucination"] for e in ex] == [False, True]
-    assert all(e["checks"][-1]["windows"] > 1 and not e["truncated"] for e in ex)
+    assert all(e["checks"][-1]["windows"] > 1 and not e["truncated"] and e["ignored"] == [] for e in ex)
 
 
 def test_truncated_only_when_something_is_cut(windowed_metric):
@@ -428,16 +442,18 @@ def test_a_long_text_is_read_up_to_the_cap(tiny_metric, monkeypatch):
     fed = []
     predict = scorer.predict_features
     monkeypatch.setattr(scorer, "predict_features", lambda features: fed.append(len(features)) or predict(features))
-    sentence = "Alan Bean was born in Wheeler, Texas and worked as a test pilot. "
+    sentence = "Alan Bean was born in Wheeler, Texas and worked as a test pilot for {} years. "
+    # sentences that differ in their number (a sentence said again is no claim: it would be left out)
+    text = "".join(sentence.format(i) for i in range(2000))
     windows = {}
     for chars in (30_000, 100_000):
         fed.clear()
-        ex = tiny_metric.compute(predictions=[(sentence * (chars // len(sentence) + 1))[:chars]], tables=[TRIPLES],
+        ex = tiny_metric.compute(predictions=[text[:chars]], tables=[TRIPLES],
                                  per_example=True, show_progress=False)["examples"][0]
         assert ex["truncated"] and ex["text_truncated"]
         windows[chars] = (sum(fed), [c["windows"] for c in ex["checks"]])
     assert windows[30_000] == windows[100_000]  # the same work: both read their first MAX_TEXT_TOKENS tokens
-    short = tiny_metric.compute(predictions=[sentence], tables=[TRIPLES], per_example=True, show_progress=False)["examples"][0]
+    short = tiny_metric.compute(predictions=[sentence.format(1)], tables=[TRIPLES], per_example=True, show_progress=False)["examples"][0]
     assert not short["truncated"] and not short["text_truncated"]
 
 
@@ -491,6 +507,18 @@ def test_an_injected_suffix_changes_no_score(tiny_metric):
     for example, suffix in zip(rest, INJECTED):
         assert example["ignored"] == [" ".join(suffix.split())]
         assert _without_ignored(example) == _without_ignored(first)  # scores, checks, labels: as the clean text's
+
+
+def test_a_sentence_said_again_is_scored_as_said_once(tiny_metric):
+    """A repeated sentence is no new claim: it weighs once in the hypothesis, and is reported as ignored."""
+    once = "Alan Bean was born in Wheeler, Texas. He worked as a test pilot."
+    twice = once + " Alan Bean was born in Wheeler, Texas."
+    again = "Alan Bean was born in Wheeler, Texas. ALAN BEAN  was born in\tWheeler, Texas. He worked as a test pilot."
+    out = tiny_metric.compute(predictions=[once, twice, again], tables=[TRIPLES] * 3, per_example=True, show_progress=False)
+    first, *rest = out["examples"]
+    assert first["ignored"] == []
+    assert [e["ignored"] for e in rest] == [["Alan Bean was born in Wheeler, Texas."], ["ALAN BEAN was born in Wheeler, Texas."]]
+    assert all(_without_ignored(e) == _without_ignored(first) for e in rest)
 
 
 def test_a_text_of_only_non_claims_is_scored_as_the_empty_text(tiny_metric):

@@ -2,6 +2,7 @@
 Scores how much of what a generated text says is entailed by its source,
 one dependency arc at a time, and shows which arcs are not."""
 
+import json
 import os
 
 import evaluate
@@ -133,6 +134,13 @@ def default_model_path():
     return None
 
 
+def _sentence_case_start(text):
+    """``text`` with its first character upper-cased when it is a lower-case letter: spaCy parsed
+    "the museum is in Rome." and "The museum is in Rome." into different arcs, so the first
+    letter's case moved the score (issue #38); many systems write all in lower case."""
+    return text[:1].upper() + text[1:] if text[:1].islower() else text
+
+
 def data_to_text_model_path(model_path):
     """The data-to-text companion of a checkpoint folder (``<model_path>/data_to_text``) when it
     holds a checkpoint's weights, else ``model_path`` itself: a checkpoint without a companion
@@ -142,6 +150,20 @@ def data_to_text_model_path(model_path):
         if weight_files(companion):
             return companion
     return model_path
+
+
+def _decoder_max_length(path):
+    """The recipe's max_length of a checkpoint over a decoder backbone (read 320 sub-tokens, not the
+    encoder's 128), else ``None``."""
+    recipe = os.path.join(str(path), "d2t_config.json") if path else ""
+    if not recipe or not os.path.isfile(recipe):
+        return None
+    try:
+        with open(recipe, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return meta.get("max_length") if meta.get("task") == "decoder" else None
 
 
 def source_texts(inputs):
@@ -198,6 +220,10 @@ class DAE(D2TMetric):
         return path, table_path
 
     def _scorer(self, path, nlp):
+        self._require_checkpoint(path)
+        return DAEScorer(path, spacy_model=nlp, device=self.device_name, dtype=self.dtype, max_length=self.max_length)
+
+    def _require_checkpoint(self, path):
         if not path or not os.path.isdir(path):
             raise missing_model_error(
                 path or self.model_name or CHECKPOINT_SUBDIR,
@@ -205,13 +231,15 @@ class DAE(D2TMetric):
                                   "train one with python -m training.dae.train"),
                 metric="dae",
             )
-        return DAEScorer(path, spacy_model=nlp, device=self.device_name, dtype=self.dtype, max_length=self.max_length)
 
     def load_model(self):
         # spaCy and the models load once per metric object; one model serves both kinds of input
         # when both resolve to the same checkpoint.
         if self.scorer is not None:
             return self.scorer
+        if self.config_name != "rule":
+            for path in self.model_paths():  # a wrong table_model= fails before any model loads
+                self._require_checkpoint(path)
         nlp = load_spacy(self.spacy_model)
         if self.config_name == "rule":
             self.scorer = self.table_scorer = RuleScorer(nlp)
@@ -232,11 +260,11 @@ class DAE(D2TMetric):
                 # tables are read by another checkpoint: name it too
                 model += "+tables:" + self._model_label(table_path, table_path)
         spacy_name = self.spacy_model if isinstance(self.spacy_model, str) else "custom"
-        length = self.max_length or DEFAULT_MAX_LENGTH
+        length = self.max_length or (None if self.config_name == "rule" else _decoder_max_length(path)) or DEFAULT_MAX_LENGTH
         # 1.1: tables verbalized with the WebNLG 3.0 templates too (d2t_metrics/templates/webnlg_v3.json);
         # texts read without invisible characters, long ones capped (``truncated``)
         # 1.2: tables read by the data-to-text checkpoint (checkpoints/dae/data_to_text) when there is one
-        return f"dae|config:{self.config_name}|model:{model}|spacy:{spacy_name}|max_len:{length}|version:1.2"
+        return f"dae|config:{self.config_name}|model:{model}|spacy:{spacy_name}|max_len:{length}|version:1.3"
 
     @staticmethod
     def _model_label(path, name):
@@ -268,7 +296,7 @@ class DAE(D2TMetric):
         # its words one space apart (spaCy makes tokens, and arcs, of extra white space).
         visible = [plain_text(t) for t in predictions]
         claims = [non_claims(t) for t in visible]
-        texts = [" ".join(c.split()) for c, _ in claims]
+        texts = [_sentence_case_start(" ".join(c.split())) for c, _ in claims]
         srcs = source_texts(decode_column(tables, table_only=False))
         self.load_model()
         # a text source goes to the summary model, a table to the data-to-text model

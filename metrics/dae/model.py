@@ -21,6 +21,11 @@ adapters over all-MiniLM-L6-v2 (``adapter_config.json``,
 ``arc_head.weight`` and ``arc_head.bias`` in ``arc_head.safetensors``, and
 the recipe in ``d2t_config.json`` (kind, relations, arc feature names, max
 length, hidden size).
+
+A checkpoint may instead sit over a causal LM (SmolLM2-135M-Instruct; recipe
+``"task": "decoder"``): the same head over the hidden states of
+``source <sep> hypothesis``, each word represented by its **last** sub-token
+(:class:`DecoderPairEncoder`, end of this module).
 """
 
 from __future__ import annotations
@@ -133,3 +138,124 @@ def load_dae_checkpoint(path: str, device: str = "cpu", dtype=None):
         head = head.to(dtype)
     head.eval()
     return tokenizer, encoder, head, meta
+
+
+# ---------------------------------------------------------------- the decoder backbone
+#
+# A causal language model (SmolLM2-135M-Instruct) can serve as the backbone instead of the encoder: it reads
+# ``source <sep> hypothesis`` (no [CLS], one separator token, the tokenizer's end-of-sequence token by default),
+# so every hypothesis token has seen the whole source; causal attention means a word's *last* sub-token is the
+# first that has seen the whole word, so a word is represented by its last sub-token's hidden state. The arc head
+# is the same. The checkpoint's recipe says which backbone it has: ``"task": "decoder"``,
+# ``"word_vector": "last sub-token"``, ``"separator"`` (the separator token's string).
+
+DECODER_TASK = "decoder"
+DECODER_MAX_LENGTH = 320
+WORD_VECTOR_FIRST = "first sub-token"
+WORD_VECTOR_LAST = "last sub-token"
+# LoRA on the attention and MLP projections of a Llama-style decoder (the generator's recipe, d2t_metrics.generator)
+DECODER_LORA = {
+    "r": 16, "lora_alpha": 32, "lora_dropout": 0.05,
+    "target_modules": ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"],
+}
+
+
+def is_decoder(meta: Optional[Dict[str, Any]]) -> bool:
+    """True for the recipe of a checkpoint over a causal LM (``"task": "decoder"``)."""
+    return bool(meta) and meta.get("task") == DECODER_TASK
+
+
+def separator_token(tokenizer, meta: Optional[Dict[str, Any]] = None) -> str:
+    """The separator between source and hypothesis of the decoder backbone: the recipe's ``separator``,
+    else the tokenizer's end-of-sequence token (``<|im_end|>`` for SmolLM2), else its ``[SEP]``."""
+    name = (meta or {}).get("separator") or tokenizer.eos_token or tokenizer.sep_token
+    if not name:
+        raise ValueError("the tokenizer has no end-of-sequence or separator token to put between source and hypothesis")
+    return str(name)
+
+
+class DecoderPairEncoder:
+    """Builds the decoder backbone's inputs, ``source <sep> hypothesis``, from words.
+
+    Each word is tokenized on its own with a leading space (``" " + word``, as it reads inside running text),
+    and the pieces are concatenated, so the word of every sub-token is known exactly and a word's sub-token
+    count (:meth:`count`) is what :meth:`encode` uses. The separator is put in by id: the same string in a
+    text stays characters (the tokenizer is literal). Pieces are cached per word."""
+
+    def __init__(self, tokenizer, meta: Optional[Dict[str, Any]] = None, cache_size: int = 200_000):
+        self.tokenizer = tokenizer
+        self.separator = separator_token(tokenizer, meta)
+        self.sep_id = tokenizer.convert_tokens_to_ids(self.separator)
+        if self.sep_id is None or (tokenizer.unk_token_id is not None and self.sep_id == tokenizer.unk_token_id
+                                   and self.separator != tokenizer.unk_token):
+            raise ValueError(f"the separator {self.separator!r} is not a token of this tokenizer")
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else self.sep_id)
+        self.cache_size = cache_size
+        self._cache: Dict[str, List[int]] = {}
+
+    def piece_ids_uncached(self, words: Sequence[str]) -> List[List[int]]:
+        if not words:
+            return []
+        # verbose=False: a long word is capped by the caller; the tokenizer's length warning would mislead
+        ids = self.tokenizer([" " + w for w in words], add_special_tokens=False, verbose=False)["input_ids"]
+        return [list(x) for x in ids]
+
+    def piece_ids(self, words: Sequence[str]) -> List[List[int]]:
+        missing = [w for w in dict.fromkeys(words) if w not in self._cache]
+        if missing:
+            if len(self._cache) + len(missing) > self.cache_size:
+                self._cache.clear()
+            self._cache.update(zip(missing, self.piece_ids_uncached(missing)))
+        return [self._cache[w] for w in words]
+
+    def count(self, words: Sequence[str]) -> List[int]:
+        return [len(x) for x in self.piece_ids(words)]
+
+    def encode_ids(self, source: Sequence[str], hypothesis: Sequence[str], max_length: int) -> Tuple[List[int], List[int]]:
+        """``(input ids, per hypothesis word the position of its last sub-token)`` of one pair.
+
+        The source is cut at its end to fit ``max_length``; a hypothesis that cannot fit even alone is cut too
+        (the scorer's segments always fit; training data and direct callers need not). A hypothesis word
+        with no sub-token (an empty word, or one cut off) borrows the position of the nearest earlier word,
+        or of the separator."""
+        room = max(int(max_length) - 1, 0)
+        hyp_pieces = self.piece_ids(list(hypothesis))
+        kept: List[List[int]] = []
+        used = 0
+        for p in hyp_pieces:
+            take = p[: max(room - used, 0)]
+            kept.append(take)
+            used += len(take)
+        src_ids: List[int] = []
+        budget = room - used
+        for p in self.piece_ids(list(source)):
+            if len(src_ids) >= budget:
+                break
+            src_ids.extend(p[: budget - len(src_ids)])
+        sep_pos = len(src_ids)
+        ids = src_ids + [self.sep_id]
+        positions, last = [], sep_pos
+        for p in kept:
+            if p:
+                ids.extend(p)
+                last = len(ids) - 1
+            positions.append(last)
+        return ids, positions
+
+    def encode(self, sources: Sequence[Sequence[str]], hypotheses: Sequence[Sequence[str]], max_length: int):
+        """Batch of :meth:`encode_ids`: ``({"input_ids", "attention_mask"} tensors padded on the right, positions)``."""
+        import torch
+
+        rows, positions = [], []
+        for s, h in zip(sources, hypotheses):
+            ids, pos = self.encode_ids(s, h, max_length)
+            rows.append(ids)
+            positions.append(pos)
+        width = max((len(r) for r in rows), default=1)
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for b, r in enumerate(rows):
+            input_ids[b, : len(r)] = torch.tensor(r, dtype=torch.long)
+            mask[b, : len(r)] = 1
+        return {"input_ids": input_ids, "attention_mask": mask}, positions

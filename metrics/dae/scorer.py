@@ -35,6 +35,11 @@ prefix of at most that many sub-tokens (and at most the segment budget), and
 the example is marked ``truncated``. Every segment therefore fits
 ``max_length`` by construction, and no input crashes on length.
 
+A checkpoint over a causal LM (recipe ``"task": "decoder"``) reads
+``source <sep> hypothesis`` instead (``max_length`` from its recipe, e.g.
+320), each word by its *last* sub-token (``model.DecoderPairEncoder``); the
+windowing, caps and results are the same.
+
 **Bounded work.** Parsing and scoring grow with the text, so each scorer
 reads at most :data:`MAX_PARSE_CHARS` characters of a prediction and
 :data:`MAX_SOURCE_CHARS` of a source (cut at a space), and scores at most
@@ -53,7 +58,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from d2t_metrics.timing import stage
 
 from .arcs import LEXICAL_FEATURES, Arc, SourceIndex, arc_keys, doc_arcs, load_spacy, rule_score, select_window
-from .model import DEFAULT_MAX_LENGTH, encode_pairs, load_dae_checkpoint
+from .model import DEFAULT_MAX_LENGTH, DecoderPairEncoder, encode_pairs, is_decoder, load_dae_checkpoint
 
 THRESHOLD = 0.5
 
@@ -160,11 +165,14 @@ class DAEScorer:
         self.device = get_device(device)
         self.dtype = dtype if dtype is not None else default_dtype(self.device)
         self.tokenizer, self.encoder, self.head, self.meta = load_dae_checkpoint(model_path, device=self.device, dtype=self.dtype)
-        limit = getattr(self.encoder.config, "max_position_embeddings", 512) - 2
+        # the decoder backbone reads "source <sep> hypothesis" (model.DecoderPairEncoder), the encoder "[CLS] s [SEP] h [SEP]"
+        self.decoder = is_decoder(self.meta)
+        self.pair_encoder = DecoderPairEncoder(self.tokenizer, self.meta) if self.decoder else None
+        limit = getattr(self.encoder.config, "max_position_embeddings", 512) - (0 if self.decoder else 2)
         self.max_length = min(int(max_length or self.meta.get("max_length") or DEFAULT_MAX_LENGTH), limit)
         self.nlp = load_spacy(spacy_model)
-        # sub-tokens a (source, hypothesis) pair may take besides [CLS] and the two [SEP]
-        self.room = self.max_length - self.tokenizer.num_special_tokens_to_add(pair=True)
+        # sub-tokens a (source, hypothesis) pair may take besides the special tokens ([CLS] and two [SEP], or <sep>)
+        self.room = self.max_length - (1 if self.decoder else self.tokenizer.num_special_tokens_to_add(pair=True))
         if self.room < 2:
             raise ValueError(f"max_length {self.max_length} leaves no room for a source and a hypothesis")
         self._piece_counts: Dict[str, int] = {}
@@ -181,6 +189,8 @@ class DAEScorer:
         (a word of a pre-split sequence), so the segment budgets are exact."""
         if not words:
             return []
+        if self.decoder:
+            return [len(x) for x in self.pair_encoder.piece_ids_uncached(words)]
         # verbose=False: long words are expected here and capped by the caller;
         # the tokenizer's "longer than the maximum sequence length" warning would mislead
         ids = self.tokenizer([[w] for w in words], is_split_into_words=True, add_special_tokens=False, verbose=False)["input_ids"]
@@ -262,6 +272,13 @@ class DAEScorer:
         return out
 
     # ---- scoring ------------------------------------------------------
+    def _encode(self, sources: Sequence[Sequence[str]], hypotheses: Sequence[Sequence[str]]):
+        """The backbone's inputs for (source words, hypothesis words) pairs and, per pair, the position of
+        each hypothesis word's vector (first sub-token for the encoder, last for the decoder)."""
+        if self.decoder:
+            return self.pair_encoder.encode(sources, hypotheses, self.max_length)
+        return encode_pairs(self.tokenizer, sources, hypotheses, self.max_length)
+
     def score(self, sources: Sequence[str], hypotheses: Sequence[str], batch_size: int = 32, show_progress: bool = False,
               threshold: float = THRESHOLD) -> List[Dict[str, Any]]:
         import torch
@@ -296,7 +313,7 @@ class DAEScorer:
         batches = length_sorted_batches([len(hw) + len(sw) for _, _, hw, sw in segs], batch_size)
         with stage("arc scoring"), torch.inference_mode():
             for batch in progress(batches, total=len(batches), desc="DAE", enabled=show_progress):
-                enc, positions = encode_pairs(self.tokenizer, [segs[k][3] for k in batch], [segs[k][2] for k in batch], self.max_length)
+                enc, positions = self._encode([segs[k][3] for k in batch], [segs[k][2] for k in batch])
                 enc = {k: v.to(self.device) for k, v in enc.items()}
                 hidden = self.encoder(**enc).last_hidden_state
                 rows, cols, keys = [], [], []
