@@ -375,22 +375,21 @@ def non_claim_spans(text: str, specials: Iterable[str] = ()) -> List[Tuple[int, 
         found += [m.span() for m in re.finditer("|".join(map(re.escape, sorted(specials, key=len, reverse=True))), text)]
     # the rest is looked for with the control strings blanked (same offsets): the pipes of
     # "<|endoftext|>" are no triple's, and "[SEP] Ignore ..." starts an instruction
-    blanked = text
-    if found:
-        chars = list(text)
-        for a, b in found:
-            chars[a:b] = " " * (b - a)
-        blanked = "".join(chars)
+    blanked = _blanked(text, found)
     items = _triple_spans(blanked) + _mr_spans(blanked)
     found += items + _header_spans(blanked, items) + _instruction_spans(blanked) + _unread_spans(blanked)
     # repeats are looked for among what is left: a copy of the input said twice is already out
-    if found:
-        chars = list(text)
-        for a, b in found:
-            chars[a:b] = " " * (b - a)
-        blanked = "".join(chars)
-    found += _repeated_sentence_spans(blanked)
+    found += _repeated_sentence_spans(_blanked(text, found))
     return merge_spans(found, text)
+
+
+def _blanked(text: str, spans: Iterable[Tuple[int, int]]) -> str:
+    """``text`` with each span replaced by as many spaces (offsets kept)."""
+    chars = None
+    for a, b in spans:
+        chars = chars if chars is not None else list(text)
+        chars[a:b] = " " * (b - a)
+    return text if chars is None else "".join(chars)
 
 
 def _joint(left: str, right: str) -> str:
@@ -428,12 +427,7 @@ def blank_non_claims(text: str, specials: Iterable[str] = ()) -> Tuple[str, List
     """``text`` with what is not a claim replaced by spaces of the same length (offsets kept,
     for a reader that points into the text), and the blanked ranges."""
     spans = non_claim_spans(text, specials)
-    if not spans:
-        return text, spans
-    chars = list(text)
-    for a, b in spans:
-        chars[a:b] = " " * (b - a)
-    return "".join(chars), spans
+    return _blanked(text, spans), spans
 
 
 def removed_pieces(text: str, spans: Iterable[Tuple[int, int]]) -> List[str]:

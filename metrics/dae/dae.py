@@ -220,7 +220,6 @@ class DAE(D2TMetric):
         return path, table_path
 
     def _scorer(self, path, nlp):
-        self._require_checkpoint(path)
         return DAEScorer(path, spacy_model=nlp, device=self.device_name, dtype=self.dtype, max_length=self.max_length)
 
     def _require_checkpoint(self, path):
@@ -237,14 +236,13 @@ class DAE(D2TMetric):
         # when both resolve to the same checkpoint.
         if self.scorer is not None:
             return self.scorer
-        if self.config_name != "rule":
-            for path in self.model_paths():  # a wrong table_model= fails before any model loads
-                self._require_checkpoint(path)
-        nlp = load_spacy(self.spacy_model)
         if self.config_name == "rule":
-            self.scorer = self.table_scorer = RuleScorer(nlp)
+            self.scorer = self.table_scorer = RuleScorer(load_spacy(self.spacy_model))
             return self.scorer
         path, table_path = self.model_paths()
+        for checkpoint in (path, table_path):  # a wrong table_model= fails before spaCy or any model loads
+            self._require_checkpoint(checkpoint)
+        nlp = load_spacy(self.spacy_model)
         scorer = self._scorer(path, nlp)
         table_scorer = scorer if os.path.realpath(str(table_path)) == os.path.realpath(str(path)) else self._scorer(table_path, nlp)
         self.scorer, self.table_scorer = scorer, table_scorer

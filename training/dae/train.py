@@ -32,7 +32,7 @@ import random
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 import transformers
@@ -89,8 +89,13 @@ def weighted_sample(examples: Sequence[dict], n: int, weights: Dict[str, float],
     return keyed[:n]
 
 
-def batch_order(examples: Sequence[dict], batch_size: int, rng: random.Random, shuffle: bool = True) -> List[List[int]]:
-    """Batches of example indices: shuffled, then length-sorted within pools of
+def example_words(example: dict) -> int:
+    return len(example["source"].split()) + len(example["words"])
+
+
+def batch_order(examples: Sequence[Any], batch_size: int, rng: random.Random, shuffle: bool = True,
+                length: Callable[[Any], int] = example_words) -> List[List[int]]:
+    """Batches of example indices: shuffled, then sorted by ``length`` within pools of
     50 batches (less padding, still random), then the batches shuffled."""
     idx = list(range(len(examples)))
     if shuffle:
@@ -98,7 +103,7 @@ def batch_order(examples: Sequence[dict], batch_size: int, rng: random.Random, s
     pool = batch_size * 50
     batches = []
     for s in range(0, len(idx), pool):
-        chunk = sorted(idx[s : s + pool], key=lambda i: len(examples[i]["source"].split()) + len(examples[i]["words"]))
+        chunk = sorted(idx[s : s + pool], key=lambda i: length(examples[i]))
         batches += [chunk[b : b + batch_size] for b in range(0, len(chunk), batch_size)]
     if shuffle:
         rng.shuffle(batches)
@@ -187,6 +192,12 @@ def evaluate_arcs(model: ArcModel, tokenizer, examples: Sequence[dict], max_leng
             tn += int((~pred & ~gold).sum())
     if was_training:
         model.train()
+    return arc_scores(tp, fp, fn, tn)
+
+
+def arc_scores(tp: int, fp: int, fn: int, tn: int) -> Dict[str, float]:
+    """Accuracy, F1 of both classes and the majority baseline from the arc confusion counts
+    (positive = entailed)."""
     n = max(tp + fp + fn + tn, 1)
     f1 = lambda a, b, c: 2 * a / max(2 * a + b + c, 1)  # noqa: E731
     return {

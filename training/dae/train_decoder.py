@@ -285,20 +285,14 @@ def collate(batch: Sequence[Encoded], pad_id: int) -> Dict[str, Any]:
 
 
 def length_batches(items: Sequence[Encoded], batch_size: int, rng: Optional[random.Random]) -> List[List[int]]:
-    """Batches of indices of similar token length: shuffled, sorted by length within pools of 50 batches,
-    the batches shuffled (``rng`` None: sorted, in order)."""
-    idx = list(range(len(items)))
+    """Batches of indices of similar token length: for training (``rng``) ``train.batch_order``'s shuffled
+    pools, for evaluation (``rng`` None) the whole set sorted by length."""
+    from d2t_metrics.batching import length_sorted_batches
+    from training.dae.train import batch_order
+
     if rng is None:
-        idx.sort(key=lambda i: len(items[i].ids))
-        return [idx[s : s + batch_size] for s in range(0, len(idx), batch_size)]
-    rng.shuffle(idx)
-    pool = batch_size * 50
-    batches = []
-    for s in range(0, len(idx), pool):
-        chunk = sorted(idx[s : s + pool], key=lambda i: len(items[i].ids))
-        batches += [chunk[b : b + batch_size] for b in range(0, len(chunk), batch_size)]
-    rng.shuffle(batches)
-    return batches
+        return length_sorted_batches([len(x.ids) for x in items], batch_size)
+    return batch_order(items, batch_size, rng, length=lambda x: len(x.ids))
 
 
 class DecoderArcModel:
@@ -326,6 +320,8 @@ def evaluate(model: DecoderArcModel, items: Sequence[Encoded], pad_id: int, batc
     over the pairs whose two examples are in ``items`` (mean / lowest probability of the labelled arcs)."""
     import torch
 
+    from training.dae.train import arc_scores
+
     was = model.backbone.training
     model.backbone.eval()
     model.head.eval()
@@ -352,10 +348,7 @@ def evaluate(model: DecoderArcModel, items: Sequence[Encoded], pad_id: int, batc
         model.head.train()
     out: Dict[str, Any] = {}
     for name, (tp, fp, fn, tn) in counts.items():
-        n = max(tp + fp + fn + tn, 1)
-        scores = {"accuracy": round((tp + tn) / n, 4), "f1_entailed": round(2 * tp / max(2 * tp + fp + fn, 1), 4),
-                  "f1_not_entailed": round(2 * tn / max(2 * tn + fn + fp, 1), 4), "arcs": tp + fp + fn + tn,
-                  "majority_accuracy": round(max(tp + fn, tn + fp) / n, 4)}
+        scores = arc_scores(tp, fp, fn, tn)
         if name == "all":
             out.update(scores)
         else:
