@@ -39,7 +39,7 @@ uses transformers' ``generate`` for the others.
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 from transformers import DynamicCache
@@ -50,6 +50,22 @@ from .hub import progress
 PREFIX_SHARING_MODELS = ("llama",)
 MAX_GROUP = 64  # the grouping looks this many sorted prompts back: linear time
 CHUNK_TOKENS_PER_ROW = 512
+# Bounds on what is held at once, so that long prompts cannot take memory without limit
+# (issue #38: 32 digit-heavy prompts of 384 tokens in beam search with 3 beams took 2.8 GB over
+# the loaded models; the command line peaked at 4.5 GB). A decoding batch holds at most
+# DECODE_BATCH_TOKENS (row, position) pairs of key/value cache: its rows (a prompt's beams are
+# rows each) times their prompt and new tokens (46 KB a pair for SmolLM2-135M in float32); a
+# prefix pass reads at most PREFILL_BATCH_TOKENS tokens, padding included; a chunk keeps the
+# prefixes of at most CHUNK_TOKENS tokens while it decodes. A prompt longer than a bound is a
+# batch of its own. They bound beam search (:func:`beam_continuations`: a prompt's cache is held
+# once per beam); greedy decoding keeps its batches of batch_size prompts (fact_accuracy's
+# extractor stays at 1.5 GB on that text, and smaller batches cost it 1.4x). Measured on a quiet
+# 2-core CPU (RESULTS.md `quiet_checks`): the 100,000-character text peaks at 2.35-2.43 GB
+# (2.65-3.07 GB with a decoding bound of 8,192), and data_questeval on the bundled example lines
+# gives identical results at 1.08-1.17x the CPU time.
+DECODE_BATCH_TOKENS = 4096
+PREFILL_BATCH_TOKENS = 2048
+CHUNK_TOKENS = 8192
 
 Group = Tuple[int, List[int]]  # (shared prefix length, member indices)
 
@@ -233,13 +249,15 @@ def _left_padded(rows: Sequence[Sequence[int]], pad_id: int, device):
     return ids.to(device), mask.to(device)
 
 
-def _prefix_states(model, prefixes: Sequence[Sequence[int]], batch_size: int, pad_id: int, device) -> List[List[Tuple]]:
+def _prefix_states(model, prefixes: Sequence[Sequence[int]], batch_size: int, pad_id: int, device,
+                   max_tokens: Optional[int] = None) -> List[List[Tuple]]:
     """Each prefix's keys and values, per layer, without padding (empty prefixes: ``[]``)."""
     states: List[List[Tuple]] = [[] for _ in prefixes]
     order = sorted((i for i, p in enumerate(prefixes) if p), key=lambda i: -len(prefixes[i]))
     batches: List[List[int]] = []
     for i in order:  # longest first; a new batch once padding would pass a fifth of the tokens
-        if not batches or len(batches[-1]) == batch_size or len(prefixes[i]) < 0.8 * len(prefixes[batches[-1][0]]):
+        if (not batches or len(batches[-1]) == batch_size or len(prefixes[i]) < 0.8 * len(prefixes[batches[-1][0]])
+                or (max_tokens and (len(batches[-1]) + 1) * len(prefixes[batches[-1][0]]) > max_tokens)):  # width × rows
             batches.append([])
         batches[-1].append(i)
     for chosen in batches:
@@ -352,23 +370,44 @@ def beam_continuations(model, token_ids: Sequence[Sequence[int]], num_beams: int
         return _beam_rows(model, cache, mask, rests, k, max_new_tokens, stop, pad_id, length_penalty)
 
     return _run_sharing_prefixes(model, token_ids, decode, max(1, batch_size // k), batch_size, chunk_batches, pad_id,
-                                 show_progress, desc)
+                                 show_progress, desc, row_cost=lambda ids: k * (len(ids) + int(max_new_tokens)))
+
+
+def decode_batches(costs: Sequence[int], rows_per_batch: int, budget: Optional[int] = None) -> List[Tuple[int, int]]:
+    """``(start, end)`` ranges cutting consecutive prompts into batches of at most ``rows_per_batch``
+    prompts whose ``costs`` (cache positions each holds) sum to at most ``budget``
+    (:data:`DECODE_BATCH_TOKENS` by default); a prompt that alone costs more is a batch of its own."""
+    budget = DECODE_BATCH_TOKENS if budget is None else budget
+    out, start, held = [], 0, 0
+    for i, cost in enumerate(costs):
+        if i > start and (i - start == rows_per_batch or held + cost > budget):
+            out.append((start, i))
+            start, held = i, 0
+        held += cost
+    if start < len(costs):
+        out.append((start, len(costs)))
+    return out
 
 
 def _run_sharing_prefixes(model, token_ids, decode, rows_per_batch: int, batch_size: int, chunk_batches: int, pad_id: int,
-                          show_progress: bool, desc: str) -> list:
-    """``decode(cache, mask, rests)`` over batches of ``rows_per_batch`` prompts, prefixes run once (see above)."""
+                          show_progress: bool, desc: str, row_cost: Optional[Callable] = None) -> list:
+    """``decode(cache, mask, rests)`` over batches of ``rows_per_batch`` prompts, prefixes run once (see
+    above). With ``row_cost`` (the cache positions a prompt's rows hold; beam search), a batch holds
+    fewer prompts where their costs pass :data:`DECODE_BATCH_TOKENS`, and prefix passes and chunks
+    keep to :data:`PREFILL_BATCH_TOKENS` and :data:`CHUNK_TOKENS`."""
+    bounded = row_cost is not None
     for i, ids in enumerate(token_ids):
         if not len(ids):
             raise ValueError(f"prompt {i} has no tokens: a decoder needs at least one to continue")
     device = next(model.parameters()).device
     groups = prefix_groups(token_ids)
+    chunk_tokens = CHUNK_TOKENS if bounded else batch_size * CHUNK_TOKENS_PER_ROW
     chunks, current, rows, held = [], [], 0, 0
     for group in groups:  # neighbours in sorted order: similar prefixes, similar lengths
         current.append(group)
         rows += len(group[1])
         held += group[0]
-        if rows >= rows_per_batch * chunk_batches or held >= batch_size * CHUNK_TOKENS_PER_ROW:
+        if rows >= rows_per_batch * chunk_batches or held >= min(batch_size * CHUNK_TOKENS_PER_ROW, chunk_tokens):
             chunks.append(current)
             current, rows, held = [], 0, 0
     if current:
@@ -376,11 +415,13 @@ def _run_sharing_prefixes(model, token_ids, decode, rows_per_batch: int, batch_s
     out: list = [[] for _ in token_ids]
     bar = progress(None, total=len(token_ids), desc=desc, enabled=show_progress) if show_progress else None
     for chunk in chunks:
-        states = _prefix_states(model, [token_ids[members[0]][:shared] for shared, members in chunk], batch_size, pad_id, device)
+        states = _prefix_states(model, [token_ids[members[0]][:shared] for shared, members in chunk], batch_size, pad_id, device,
+                                PREFILL_BATCH_TOKENS if bounded else None)
         members = sorted(((g, i) for g, (shared, ms) in enumerate(chunk) for i in ms),
                          key=lambda gi: len(token_ids[gi[1]]) - chunk[gi[0]][0])
-        for b in range(0, len(members), rows_per_batch):
-            batch = members[b:b + rows_per_batch]
+        costs = [row_cost(token_ids[i]) if bounded else 0 for _, i in members]  # 0: only rows_per_batch binds
+        for lo, hi in decode_batches(costs, rows_per_batch):
+            batch = members[lo:hi]
             cache, mask = _cache_of([states[g] for g, _ in batch], device)
             rests = [token_ids[i][chunk[g][0]:] for g, i in batch]
             for (_, i), result in zip(batch, decode(cache, mask, rests)):

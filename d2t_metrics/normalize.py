@@ -31,6 +31,21 @@ def split_camel_case(text: str) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
+def settle_first_letter(text: str) -> str:
+    """``text`` with the case of its first cased letter decided by the rest of the text: lower
+    when no other letter is upper case, upper otherwise. Many systems write all in lower case
+    and a sentence's first letter is the one case a writer (or a perturbation) may swap
+    alone, so "alan bean was born ..." and "Alan bean was born ..." read the same (issue #38).
+    Same length as ``text``: offsets into it are kept."""
+    first = next((i for i, ch in enumerate(text) if ch.swapcase() != ch), None)
+    if first is None:
+        return text
+    upper = any(ch.isupper() for ch in text[first + 1:])
+    letter = text[first].upper() if upper else text[first].lower()
+    # a letter whose other case is longer ("ß" → "SS") is left as it is: offsets must hold
+    return text if len(letter) != 1 else text[:first] + letter + text[first + 1:]
+
+
 def normalize_predicate(text: str) -> str:
     """A predicate as words: ``birthPlace`` → ``birth place``, keeping acronyms (``ICAO``)."""
     words = split_camel_case(normalize_entity(text)).split(" ")

@@ -233,15 +233,33 @@ PREDS = [
 
 def test_model_scores_and_arcs(tiny_metric):
     res = tiny_metric.compute(predictions=PREDS, sources=SOURCES, per_example=True, show_progress=False)
-    assert set(res) == {"score", "min_score", "ok_rate", "examples"}
+    assert set(res) == {"score", "mean_score", "min_score", "ok_rate", "examples"}
     for ex in res["examples"]:
         probs = [a["probability"] for a in ex["arcs"]]
         assert ex["num_arcs"] == len(probs) > 0
         assert all(0.0 < p < 1.0 for p in probs)
-        assert ex["score"] == pytest.approx(sum(probs) / len(probs), abs=1e-5)
+        assert ex["score"] == ex["mean_score"] == pytest.approx(sum(probs) / len(probs), abs=1e-5)  # sources: mean pooling
         assert ex["min_score"] == pytest.approx(min(probs), abs=1e-5)
         assert ex["ok"] == (min(probs) >= 0.5)
     assert res["score"] == pytest.approx(sum(e["score"] for e in res["examples"]) / 3)
+
+
+def test_tables_pool_the_mean_and_the_lowest_arc_and_pooling_can_be_chosen(tiny_metric):
+    """DAE 1.4: a table's score is the mean of its arcs' mean and minimum (one wrong value moves it
+    more than the mean alone); pooling= chooses any of the three for every input."""
+    table = ["The_Eagle | eatType | coffee_shop", "The_Eagle | area | riverside"]
+    preds = ["The Eagle is a coffee shop by the river.", "The Eagle is a pub in the city centre."]
+    auto = tiny_metric.compute(predictions=preds, tables=[table, table], per_example=True, show_progress=False)
+    for ex in auto["examples"]:
+        assert ex["score"] == pytest.approx((ex["mean_score"] + ex["min_score"]) / 2)
+        assert ex["min_score"] <= ex["score"] <= ex["mean_score"]
+    for pooling, key in (("mean", "mean_score"), ("min", "min_score")):
+        res = tiny_metric.compute(predictions=preds, tables=[table, table], per_example=True, show_progress=False,
+                                  pooling=pooling)
+        assert [e["score"] for e in res["examples"]] == [e[key] for e in auto["examples"]]
+    assert "|pooling:auto|" in tiny_metric.signature() and "|pooling:min|" in tiny_metric.signature(pooling="min")
+    with pytest.raises(ValueError, match="pooling"):
+        tiny_metric.compute(predictions=preds, tables=[table, table], pooling="max")
 
 
 def test_batched_equals_unbatched(tiny_metric):
@@ -390,7 +408,7 @@ def test_tables_use_the_data_to_text_companion(tiny_encoder, tmp_path, nlp):
     m = evaluate.load(metric_path("dae"), model=main, device="cpu", spacy_model=nlp)
     assert m.model_paths() == (main, companion)
     res = m.compute(predictions=[pred, pred], tables=[table, table], per_example=True, show_progress=False)
-    assert [e["score"] for e in res["examples"]] == pytest.approx([direct[companion]] * 2, abs=1e-5)
+    assert [e["mean_score"] for e in res["examples"]] == pytest.approx([direct[companion]] * 2, abs=1e-5)
     res = m.compute(predictions=[pred], sources=[source], per_example=True, show_progress=False)
     assert res["examples"][0]["score"] == pytest.approx(direct[main], abs=1e-5)
     assert "+tables:dae/data_to_text@" in m.signature()
@@ -402,7 +420,7 @@ def test_tables_use_the_data_to_text_companion(tiny_encoder, tmp_path, nlp):
 
     m = evaluate.load(metric_path("dae"), model=companion, device="cpu", spacy_model=nlp)  # no companion of its own
     res = m.compute(predictions=[pred], tables=[table], per_example=True, show_progress=False)
-    assert res["examples"][0]["score"] == pytest.approx(direct[companion], abs=1e-5) and m.scorer is m.table_scorer
+    assert res["examples"][0]["mean_score"] == pytest.approx(direct[companion], abs=1e-5) and m.scorer is m.table_scorer
     assert "+tables:" not in m.signature()
 
 

@@ -314,6 +314,20 @@ def test_invisible_characters_are_scored_as_the_text_a_reader_sees(rules):
     assert c["sources"] == a["sources"]
 
 
+def test_the_first_letters_case_asks_and_answers_the_same():
+    """Issue 38: a swapped first letter (many systems write all in lower case) changes neither the
+    questions asked of the text nor the score; the text's own casing elsewhere is kept."""
+    for original in ("alan bean was born in wheeler, texas and was a test pilot.",
+                     "Alan Bean was born in Wheeler, Texas and was a test pilot."):
+        seen = []
+        for text in (original, original[0].swapcase() + original[1:]):
+            m, qg, _ = rule_metric()  # a fresh metric: no cache of questions from the other text
+            example = m.compute(predictions=[text], tables=[BEAN], per_example=True, show_progress=False)["examples"][0]
+            seen.append((example["score"], example["sources"], sorted(map(repr, qg.calls))))
+        assert seen[0] == seen[1]
+        assert any(original[:9] in c for call in qg.calls for pair in call for c in pair)
+
+
 def test_caps_bound_the_questions_of_a_huge_table_and_a_long_text(rules):
     """Issue 38 item 4: a 500-triple table asks about at most max_table_values values, a long text about
     at most max_answers candidates, and the example says it was truncated."""
@@ -545,7 +559,7 @@ def test_project_backends_run_end_to_end(tiny_checkpoints):
 
     signature = m.signature()
     assert f"text_qa:text_qa@{checkpoint_fingerprint(os.path.join(tiny_checkpoints, 'text_qa'))}," in signature
-    assert "reduction:max|questions_per_value:5|questions_per_text_answer:3|" in signature and signature.endswith("|version:1.8")
+    assert "reduction:max|questions_per_value:5|questions_per_text_answer:3|" in signature and signature.endswith("|version:1.9")
     assert "|questions_per_value:1|" in m.signature(questions_per_value=1)
     assert "|questions_per_text_answer:1|" in m.signature(questions_per_text_answer=1)
 

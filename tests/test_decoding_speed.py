@@ -147,3 +147,44 @@ def test_only_rows_that_change_are_copied_and_only_from_the_start_given():
     assert decoding.CACHE_WORK.moved == 5 and roomy.layers[0].keys.shape[0] == 3
     for new, old in enumerate([0, 1, 3]):
         assert torch.equal(roomy.layers[1].values[new], rows_before[old])
+
+
+def test_decode_batches_hold_at_most_the_budget():
+    from d2t_metrics.decoding import decode_batches
+
+    assert decode_batches([3, 3, 3, 3], rows_per_batch=3, budget=100) == [(0, 3), (3, 4)]
+    assert decode_batches([3, 3, 3, 3], rows_per_batch=8, budget=6) == [(0, 2), (2, 4)]
+    assert decode_batches([10, 1, 1], rows_per_batch=8, budget=4) == [(0, 1), (1, 3)]  # too long alone: its own batch
+    assert decode_batches([], rows_per_batch=8, budget=4) == []
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_a_token_budget_bounds_each_beam_batch_and_changes_no_continuation(varied_lm, monkeypatch, num_beams):
+    """Issue #38: in beam search, long prompts are decoded in batches bounded by DECODE_BATCH_TOKENS
+    (rows x positions) and prefilled in passes bounded by PREFILL_BATCH_TOKENS; the continuations stay
+    those of an unbounded run. Greedy decoding keeps its batches (bounds not applied)."""
+    from d2t_metrics import decoding
+
+    tokenizer, model = varied_lm
+    pad = tokenizer.pad_token_id
+    prompts = [tuple(range(5 + i, 5 + i + 20 + 3 * i)) for i in range(8)]  # 20 to 41 tokens each
+
+    def run():
+        with OneTokenSteps(model) as counted, torch.inference_mode():
+            if num_beams == 1:
+                got = decoding.greedy_continuations(model, prompts, max_new_tokens=6, stop_ids=[], pad_id=pad, batch_size=8,
+                                                    show_progress=False)
+            else:
+                got = decoding.beam_continuations(model, prompts, num_beams=num_beams, max_new_tokens=6, stop_ids=[],
+                                                  pad_id=pad, batch_size=8 * num_beams, show_progress=False)
+        return got, max(rows * width for rows, width in counted.steps)
+
+    free, free_cells = run()
+    monkeypatch.setattr(decoding, "DECODE_BATCH_TOKENS", 2 * num_beams * (41 + 6))
+    monkeypatch.setattr(decoding, "PREFILL_BATCH_TOKENS", 2 * 41)
+    bounded, bounded_cells = run()
+    assert bounded == free
+    if num_beams == 1:
+        assert bounded_cells == free_cells
+    else:
+        assert bounded_cells <= 2 * num_beams * (41 + 6) < free_cells

@@ -171,7 +171,7 @@ def test_the_default_fuzzy_threshold_forgives_a_copying_slip(openie_metric):
     assert metric.compute(**kwargs, fuzzy_threshold=None)["examples"][0]["num_contradicted"] == 1
     assert f"|fuzzy:{DEFAULT_FUZZY_THRESHOLD}|" in openie_metric.signature()
     assert "|fuzzy:no|" in openie_metric.signature(fuzzy_threshold=None)
-    assert openie_metric.signature(fuzzy_threshold=0.9, ground_truth="table").endswith("|fuzzy:0.9|gt:table|version:1.5")
+    assert openie_metric.signature(fuzzy_threshold=0.9, ground_truth="table").endswith("|fuzzy:0.9|gt:table|version:1.6")
 
 
 def test_relations_compare_through_the_schema():
@@ -324,10 +324,33 @@ def test_long_texts_are_parsed_in_pieces(openie):
 def test_sentences_are_split_at_their_ends_not_after_initials():
     from metrics.fact_accuracy.grounding import sentence_ranges
 
-    text = "Carl a. Wirtanen served in the U.S. Army. He flew! born in boston . he was Dr. Who\nNext"
+    text = "Carl a. Wirtanen served in the U.S. Army. He flew! born in boston . he was Dr. Who\n \nNext"
     assert [text[a:b] for a, b in sentence_ranges(text)] == [
-        "Carl a. Wirtanen served in the U.S. Army.", " He flew!", " born in boston .", " he was Dr. Who\n", "Next"]
+        "Carl a. Wirtanen served in the U.S. Army.", " He flew!", " born in boston .", " he was Dr. Who\n \n", "Next"]
     assert sentence_ranges("") == [] and sentence_ranges("   ") == []
+    # a single line break is whitespace inside a sentence (a wrapped line), a blank line ends one
+    wrapped = "alan bean was born\nin wheeler , texas . he was a test pilot ."
+    assert [wrapped[a:b] for a, b in sentence_ranges(wrapped)] == [
+        "alan bean was born\nin wheeler , texas .", " he was a test pilot ."]
+
+
+@pytest.mark.parametrize("original", [
+    "alan bean was born in wheeler , texas . he was a test pilot .",
+    "Alan Bean was born in Wheeler, Texas. He worked as a test pilot.",
+    "1001 gaussia was formerly known as 1923 oaa907 xc .",
+    "the nasa pilot alan bean was born in wheeler.",
+])
+def test_the_words_read_do_not_move_with_whitespace_or_the_first_letters_case(original):
+    """Issue #38: doubled spaces, a line break between words, leading and trailing whitespace and
+    a swapped first letter give the extractor the same windows and the same restore decision."""
+    values = ["Alan_Bean", "Wheeler,_Texas", "Test_pilot", "1001_Gaussia", "NASA"]
+    reference = ex.plan_reading(original, values, restore=True)
+    first = next(i for i, ch in enumerate(original) if ch.swapcase() != ch)
+    swapped = original[:first] + original[first].swapcase() + original[first + 1:]
+    words = original.split(" ")
+    wrapped = "  " + "  ".join(words[:3]) + "\n" + "  ".join(words[3:]) + " \t "
+    for variant in (swapped, wrapped):
+        assert ex.plan_reading(variant, values, restore=True).windows == reference.windows
 
 
 def test_reading_units_are_bounded_and_skip_wordless_pieces():
@@ -570,10 +593,14 @@ def test_end_to_end_extractor_restores_the_form_of_lowercased_texts_with_a_table
     seen = []
     monkeypatch.setattr(x, "generate", lambda prompts, show_progress=True: seen.extend(prompts) or [""] * len(prompts))
     text = "alan bean was born in wheeler , texas ."
-    x.extract([text, "Alan bean was born in wheeler."], tables=[BEAN, BEAN], show_progress=False)
+    # a capital first letter alone does not make a text cased (normalize.settle_first_letter);
+    # another capital does, and the text is read as written
+    x.extract([text, "Alan bean was born in wheeler.", "Alan Bean was born in wheeler."], tables=[BEAN] * 3,
+              show_progress=False)
     x.extract(["alan bean flew ."], show_progress=False)  # no table: nothing to recase from
     assert [p.split("Text: ")[1].split("\n")[0] for p in seen] == [
-        "Alan Bean was born in Wheeler, Texas.", "Alan bean was born in wheeler.", "alan bean flew ."]
+        "Alan Bean was born in Wheeler, Texas.", "Alan Bean was born in wheeler.", "Alan Bean was born in wheeler.",
+        "alan bean flew ."]
     x.restore_form, seen[:] = False, []
     x.extract([text], tables=[BEAN], show_progress=False)
     assert seen[0].split("Text: ")[1].startswith(text)
@@ -592,7 +619,7 @@ def test_end_to_end_metric_with_a_tiny_generator(tiny_triples, monkeypatch):
     assert res["examples"][0]["ungrounded"][0]["object"] == "Boston"
     res = metric.compute(predictions=["Alan Bean was born in Wheeler, not in Boston."], tables=[BEAN], show_progress=False)
     assert (res["accuracy"], res["recall"], res["supported"], res["contradicted"], res["ungrounded"]) == (0.5, 0.5, 1, 1, 0)
-    assert "triples@" in metric.signature() and "|form:restored|" in metric.signature() and metric.signature().endswith("|version:1.5")
+    assert "triples@" in metric.signature() and "|form:restored|" in metric.signature() and metric.signature().endswith("|version:1.6")
     as_written = evaluate.load(METRIC, model=tiny_triples, device="cpu", restore_form=False)
     assert "|form:as-written|" in as_written.signature() and as_written.extractor.restore_form is False
 

@@ -173,7 +173,7 @@ def test_extractor_lists_the_table_relations_for_a_model_trained_so(trained_trip
     seen, out = _prompts_seen(x, monkeypatch, ["Alan Bean was born in Wheeler.", "No table here."],
                               [parse_table(BEAN), None])
     assert seen[0] == t2t.prompt("Alan Bean was born in Wheeler.", ["birthPlace", "occupation"])
-    assert seen[1] == t2t.prompt("No table here.")
+    assert seen[1] == t2t.prompt("no table here.")  # a capital first letter alone follows the text's case (1.6)
     assert [f[:3] for f in out[0]] == [("Alan Bean", "birthPlace", "Wheeler, Texas")]
     seen, _ = _prompts_seen(x, monkeypatch, ["Alan Bean was born in Wheeler."], None)
     assert seen == [t2t.prompt("Alan Bean was born in Wheeler.")]

@@ -336,3 +336,26 @@ def test_calibration_from_stored_scores_checks_it_matches_the_calibration_run():
     assert rules["paper's decision (argmax)"]["unseen"] == entry["paper_decision"]["vs raters >= 2.0"]["unseen"]
     other = {**entry, **fit_calibration(scores[::-1], semantics, cats, ["U1", "U2"], paper_ok=scores >= 0.5)}
     assert not gen.calibration_from_stored(dataset, categories, ["U1", "U2"], stored, other)["same_scores_as_calibration_run"]
+
+
+def test_dae_pooling_is_chosen_without_the_held_out_category():
+    """benchmarks.dae_pooling: each category is scored with the pooling that ranks the *other*
+    categories best, so a pooling that only fits the held-out one is never used on it."""
+    import numpy as np
+
+    from benchmarks.dae_pooling import POOLINGS, choose_by_category, pooled_scores
+
+    arcs = [[0.9, 0.1], [0.8, 0.7], [0.6], [], [0.95, 0.9, 0.2], [0.5, 0.5]]
+    scores = pooled_scores(arcs)
+    assert set(scores) == set(POOLINGS)
+    assert scores["mean_min"][0] == (0.5 + 0.1) / 2 and scores["min"][3] == scores["mean"][3] == 0.0
+    from scipy.stats import spearmanr
+
+    human = np.array([1.0, 3.0, 2.0, 0.0, 1.2, 2.5])
+    categories = ["A", "A", "A", "B", "B", "B"]
+    chosen, oof = choose_by_category(scores, human, categories)
+    assert set(chosen) == {"A", "B"} and not np.isnan(oof).any()
+    for held, rows, other in (("A", slice(0, 3), slice(3, 6)), ("B", slice(3, 6), slice(0, 3))):
+        # the choice for a held-out category is the best pooling on the other one
+        assert chosen[held] == max(POOLINGS, key=lambda name: spearmanr(scores[name][other], human[other])[0])
+        assert list(oof[rows]) == list(scores[chosen[held]][rows])

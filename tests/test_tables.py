@@ -278,6 +278,26 @@ def test_normalize_entities_and_predicates(normalize, raw, expected):
     assert normalize(raw) == expected
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("alan bean was born in wheeler .", "alan bean was born in wheeler ."),
+    ("Alan bean was born in wheeler .", "alan bean was born in wheeler ."),  # the rest is lower case
+    ("alan Bean was born in Wheeler.", "Alan Bean was born in Wheeler."),
+    ("Alan Bean was born in Wheeler.", "Alan Bean was born in Wheeler."),
+    ("  (29075) 1950 da was found .", "  (29075) 1950 da was found ."),  # the first *cased* letter
+    ("  (29075) 1950 DA was found .", "  (29075) 1950 DA was found ."),
+    ("ßtraße in Berlin", "ßtraße in Berlin"),  # "ß".upper() is two letters: left as it is
+    ("12 345 !", "12 345 !"), ("", ""),
+])
+def test_settle_first_letter_follows_the_rest_of_the_text(text, expected):
+    from d2t_metrics.normalize import settle_first_letter
+
+    assert settle_first_letter(text) == expected
+    assert len(settle_first_letter(text)) == len(text)
+    swapped = next((text[:i] + c.swapcase() + text[i + 1:] for i, c in enumerate(text) if c.swapcase() != c), text)
+    if len(swapped) == len(text):
+        assert settle_first_letter(swapped) == settle_first_letter(text)
+
+
 def test_split_camel_case_keeps_acronyms():
     assert split_camel_case("birthPlace") == "birth Place"
     assert split_camel_case("IATALocationIdentifier") == "IATA Location Identifier"

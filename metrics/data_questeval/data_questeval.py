@@ -16,6 +16,7 @@ from d2t_metrics.inputs import check_batch_size
 from d2t_metrics.inputs import decode_table
 from d2t_metrics.linearize import linearize
 from d2t_metrics.metric import D2TMetric
+from d2t_metrics.normalize import settle_first_letter
 from d2t_metrics.untrusted import CONTROL_STRINGS
 from d2t_metrics.untrusted import non_claims
 from d2t_metrics.untrusted import plain_text
@@ -47,7 +48,7 @@ from .scoring import mean_or_none
 #      and QA windows with a truncated flag (never binding on WebNLG 2017 or E2E: their scores are 1.5's)
 # 1.7: at most 12 table values (was 16) and 32 answer candidates (was 64), taken from a text's first 20,000
 #      characters (issue 38; none binds on WebNLG 2017, whose scores are 1.6's); filter_table_questions (issue 37)
-VERSION = "1.8"
+VERSION = "1.9"
 
 _CITATION = """\
 @inproceedings{rebuffel-etal-2021-data,
@@ -386,7 +387,9 @@ class DataQuestEval(D2TMetric):
             # "</s>", "<|endoftext|>"), change what a model reads, not what the text or table says
             clean = _cleaner(self._control_strings())
             given = list(predictions)
-            predictions = [clean(p) for p in predictions]
+            # the first letter's case as the rest of the text sets it: "alan bean was ..." and
+            # "Alan bean was ..." ask and answer the same questions (normalize.settle_first_letter)
+            predictions = [settle_first_letter(clean(p)) for p in predictions]
             memo = {}
             linearized = []
             for i, encoded in enumerate(tables):
@@ -395,7 +398,7 @@ class DataQuestEval(D2TMetric):
                 linearized.append(memo[encoded])
             sources = []
             for lin, refs in zip(linearized, references):
-                extra = [clean(r) for r in (refs or []) if r.strip()] if use_references else []
+                extra = [settle_first_letter(clean(r)) for r in (refs or []) if r.strip()] if use_references else []
                 sources.append([("table", lin)] + [("text", r) for r in extra if r.strip()])
             run = Run(self, backends, batch_size, show_progress, max_answers, use_cache, per_value,
                       self.questions_per_text_answer(questions_per_text_answer), max_table_values,

@@ -25,6 +25,7 @@ import os
 import re
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from d2t_metrics.normalize import settle_first_letter
 from d2t_metrics.timing import stage
 
 from .facts import Extractor
@@ -201,12 +202,17 @@ def plan_reading(text: str, values: Sequence[str] = (), relations: Sequence[str]
     sentence's facts are read without anything that follows it, so an appended instruction
     cannot make the extractor drop what the text said before. With ``restore`` (a table's
     ``values`` given), a text with no capital letter gets the values' casing
-    (``text_to_triples.restore_form``)."""
+    (``text_to_triples.restore_form``). The first letter's case is read as the rest of the text
+    sets it (``normalize.settle_first_letter``), and whitespace runs as one space."""
     clean, offsets = clean_with_offsets(text)
     blanked, spans = blank_format_imitation(clean, relations)
     units, truncated = reading_units(blanked, max_words, max_units)
-    restore = restore and not any(ch.isupper() for ch in blanked)
-    pieces = [_SPACES.sub(" ", blanked[lo:hi]).strip() for lo, hi in units]
+    # what the model reads: the first letter's case follows the rest of the text (a swapped
+    # first letter must not turn restore_form off, nor change the words read); the evidence
+    # spans stay as written (plan.text)
+    settled = settle_first_letter(blanked)
+    restore = restore and not any(ch.isupper() for ch in settled)
+    pieces = [_SPACES.sub(" ", settled[lo:hi]).strip() for lo, hi in units]
     if restore:
         pieces = [restore_form(p, values) for p in pieces]
     windows_, ranges = [], []

@@ -108,9 +108,11 @@ def blank_format_imitation(text: str, relations: Sequence[str] = ()) -> Tuple[st
     return text, merge_spans(list(spans) + extra, original)
 
 
-# A sentence ends at . ! ? followed by whitespace, or at a line break; not after an initial
+# A sentence ends at . ! ? followed by whitespace, or at a blank line; not after an initial
 # or abbreviation ("carl a. wirtanen", "U.S. Army", "Dr."): WebNLG texts are full of them.
-_END_MARK = re.compile(r"[.!?]+(?=\s)|\n")
+# A single line break is whitespace: texts wrapped by an editor or a system break lines
+# inside sentences, and reading one as a sentence end changed the facts read (issue #38).
+_END_MARK = re.compile(r"[.!?]+(?=\s)|\n[^\S\n]*\n")
 ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr co inc ltd no vs mt ft lt gen col sgt prof approx est".split())
 
 
