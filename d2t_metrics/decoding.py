@@ -401,13 +401,15 @@ def _run_sharing_prefixes(model, token_ids, decode, rows_per_batch: int, batch_s
             raise ValueError(f"prompt {i} has no tokens: a decoder needs at least one to continue")
     device = next(model.parameters()).device
     groups = prefix_groups(token_ids)
-    chunk_tokens = CHUNK_TOKENS if bounded else batch_size * CHUNK_TOKENS_PER_ROW
+    chunk_tokens = batch_size * CHUNK_TOKENS_PER_ROW
+    if bounded:
+        chunk_tokens = min(chunk_tokens, CHUNK_TOKENS)
     chunks, current, rows, held = [], [], 0, 0
     for group in groups:  # neighbours in sorted order: similar prefixes, similar lengths
         current.append(group)
         rows += len(group[1])
         held += group[0]
-        if rows >= rows_per_batch * chunk_batches or held >= min(batch_size * CHUNK_TOKENS_PER_ROW, chunk_tokens):
+        if rows >= rows_per_batch * chunk_batches or held >= chunk_tokens:
             chunks.append(current)
             current, rows, held = [], 0, 0
     if current:
