@@ -63,13 +63,14 @@ def pooled_scores(arc_probabilities: Sequence[Sequence[float]]) -> Dict[str, np.
 
 
 def choose_by_category(scores: Dict[str, np.ndarray], human: np.ndarray, categories: Sequence[str]):
-    """Per held-out category, the pooling with the best Spearman on the others; and the
-    out-of-fold scores (each output scored with its fold's choice)."""
+    """Per held-out category, the candidate (a key of ``scores``: a pooling, or any choice scored
+    per output) with the best Spearman on the others; and the out-of-fold scores (each output
+    scored with its fold's choice). Shared with ``benchmarks.dq_options``."""
     categories = np.asarray(categories)
     chosen, oof = {}, np.full(len(human), np.nan)
     for held in sorted(set(categories.tolist())):
         train, test = categories != held, categories == held
-        best = max(POOLINGS, key=lambda name: spearmanr(scores[name][train], human[train])[0])
+        best = max(scores, key=lambda name: spearmanr(scores[name][train], human[train])[0])
         chosen[held] = best
         oof[test] = scores[best][test]
     return chosen, oof

@@ -3,6 +3,7 @@
     nice -n 10 python -m benchmarks.handcheck run --metric fact_accuracy    # then data_questeval, dae
     python -m benchmarks.handcheck items      # benchmarks/handcheck/items.jsonl from the runs
     python -m benchmarks.handcheck --report   # accepted shares -> RESULTS.md section ``handcheck``
+    python -m benchmarks.handcheck dq-from-dump --dump DIR/data_questeval.webnlg.jsonl --question-sample 100
 
 A fixed sample of 100 rated system outputs (:func:`draw_sample`: seed 0, non-empty texts,
 spread evenly over the 9 systems and the seen / unseen categories) is scored by
@@ -75,12 +76,13 @@ def load_outputs() -> List[Dict[str, Any]]:
     if len(rows) != len(dataset.items):
         raise ValueError(f"human_eval.csv has {len(rows)} rows, the loader {len(dataset.items)} items")
     outputs = []
-    for row, item in zip(rows, dataset.items):
+    for index, (row, item) in enumerate(zip(rows, dataset.items)):
         if row["mr"] != item.table or row["team"] != item.system:
             raise ValueError(f"row {row['id']}: human_eval.csv and the loader disagree")
         if item.system == dataset.reference_system:
             continue
-        outputs.append({"output_id": row["id"], "system": item.system, "category": row["category"],
+        # index: the item's place in the loader (and in a benchmarks.run --dump-examples file)
+        outputs.append({"output_id": row["id"], "index": index, "system": item.system, "category": row["category"],
                         "seen": row["type"] == "seen", "table": item.table, "text": item.prediction,
                         "semantics": item.human["semantics"]})
     return outputs
@@ -382,6 +384,38 @@ def answer_on_table(items: Sequence[Dict[str, Any]], out_path: str = TABLE_QA_PA
     return out_path
 
 
+def dq_raw_from_dump(dump_path: str, sample: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """data_questeval's raw run on every output of the sample, read from a full WebNLG 2017 run's
+    per-example file (``benchmarks.run --metrics data_questeval --datasets webnlg --dump-examples``,
+    table only, in the loader's order): the same examples as ``run --metric data_questeval``."""
+    rows = read_jsonl(dump_path)
+    examples = []
+    for o in sample:
+        row = rows[o["index"]] if o["index"] < len(rows) else {}
+        if (row.get("system"), row.get("prediction")) != (o["system"], o["text"]):
+            raise ValueError(f"{dump_path}: row {o['index']} is not output {o['output_id']} of the loader")
+        examples.append(row["example"])
+    return {"output_ids": [o["output_id"] for o in sample], "examples": examples}
+
+
+def redo_questions(items: Sequence[Dict[str, Any]], annotations: Sequence[Dict[str, Any]],
+                   question_items: Sequence[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]], int]:
+    """``items`` with data_questeval's replaced by ``question_items``, and ``annotations`` with the
+    old questions' judgements carried to a new item that asks the same question about the same
+    answer on the same output (re-keyed to its id) and the others' dropped; → (items, annotations,
+    judgements carried)."""
+    old = {it["id"]: it for it in items if it["metric"] == "data_questeval"}
+    key = lambda it: (it["output_id"], it["kind"], it["item"]["question"], it["item"]["answer"])  # noqa: E731
+    judged = {key(old[a["id"]]): a for a in annotations if a["id"] in old}
+    kept_annotations = [a for a in annotations if a["id"] not in old]
+    carried = 0
+    for it in question_items:
+        if key(it) in judged:
+            kept_annotations.append(dict(judged[key(it)], id=it["id"]))
+            carried += 1
+    return [it for it in items if it["metric"] != "data_questeval"] + list(question_items), kept_annotations, carried
+
+
 def report(items_path: str = ITEMS_PATH, annotations_path: str = ANNOTATIONS_PATH, write: bool = True,
            use_filter: bool = True) -> List[Dict[str, Any]]:
     items = read_jsonl(items_path)
@@ -403,7 +437,9 @@ def report(items_path: str = ITEMS_PATH, annotations_path: str = ANNOTATIONS_PAT
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", nargs="?", choices=("sample", "run", "items", "answer-on-table"), help="what to do (or --report)")
+    parser.add_argument("command", nargs="?", choices=("sample", "run", "items", "answer-on-table", "dq-from-dump"),
+                        help="what to do (or --report)")
+    parser.add_argument("--dump", help="dq-from-dump: data_questeval.webnlg.jsonl of benchmarks.run --dump-examples")
     parser.add_argument("--metric", choices=METRICS, help="run: the metric to score the sample with")
     parser.add_argument("--limit", type=int, help="run: only the first N outputs of the sample")
     parser.add_argument("--question-sample", type=int, default=QUESTION_SAMPLE, help="items: questions of each kind kept")
@@ -428,6 +464,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     if args.command == "answer-on-table":
         print(answer_on_table(read_jsonl(ITEMS_PATH)))
+        return 0
+    if args.command == "dq-from-dump":
+        if not args.dump:
+            parser.error("dq-from-dump needs --dump")
+        every = build_items(sample, {"data_questeval": dq_raw_from_dump(args.dump, sample)})
+        items, annotations, carried = redo_questions(read_jsonl(ITEMS_PATH), read_jsonl(ANNOTATIONS_PATH),
+                                                     sample_questions(every, args.question_sample))
+        write_jsonl(ITEMS_PATH, items)
+        write_jsonl(ANNOTATIONS_PATH, annotations)
+        pop = json.load(open(POPULATION_PATH, encoding="utf-8"))
+        pop["outputs_run"]["data_questeval"] = len(sample)
+        pop["items"].update({k: v for k, v in population(every, {}).get("items", {}).items()})
+        pop["question_sample"] = args.question_sample
+        with open(POPULATION_PATH, "w", encoding="utf-8") as f:
+            json.dump(pop, f, indent=1)
+        print(f"{ITEMS_PATH}: {sum(it['metric'] == 'data_questeval' for it in items)} data_questeval items, "
+              f"{carried} judgements carried over")
         return 0
     raw = {}
     for name in METRICS:

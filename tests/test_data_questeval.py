@@ -96,6 +96,52 @@ def test_several_questions_about_one_candidate_count_as_one():
     assert scoring.side_score([dict(q, candidate=n) for n, q in enumerate(questions)]) == pytest.approx(2.1 / 4)
 
 
+def test_a_sides_candidates_pool_by_mean_min_or_both():
+    questions = [{"answer": "Alan Bean", "candidate": 0, "score": 1.0}, {"answer": "Alan Bean", "candidate": 0, "score": 0.6},
+                 {"answer": "Texas", "candidate": 1, "score": 0.2}, {"answer": "pilot", "candidate": 2, "score": 0.9}]
+    # candidates: 0.8, 0.2, 0.9
+    assert scoring.side_score(questions) == pytest.approx(1.9 / 3)
+    assert scoring.side_score(questions, "min") == pytest.approx(0.2)
+    assert scoring.side_score(questions, "mean_min") == pytest.approx((1.9 / 3 + 0.2) / 2)
+    assert scoring.side_score([], "mean_min") is None
+    assert scoring.pooled([0.7], "mean_min") == pytest.approx(0.7)
+    with pytest.raises(ValueError, match="pooling"):
+        scoring.pooled([0.7], "max")
+
+
+def test_pooling_weighs_one_wrong_value_more(rules):
+    m, _, _ = rules
+    table = BEAN + ["Alan_Bean | nationality | United_States", "Alan_Bean | almaMater | UT_Austin"]
+    good = "Alan Bean was born in Wheeler, Texas, studied at UT Austin and was a Test pilot of the United States."
+    wrong = good.replace("Wheeler, Texas", "Boston")
+    by = {p: [e["score"] for e in m.compute(predictions=[good, wrong], tables=[table, table], per_example=True,
+                                            show_progress=False, pooling=p)["examples"]] for p in scoring.POOLINGS}
+    drops = {p: s[0] - s[1] for p, s in by.items()}
+    assert 0 < drops["mean"] < drops["mean_min"] < drops["min"]
+    assert by["mean"] == [e["score"] for e in m.compute(predictions=[good, wrong], tables=[table, table], per_example=True,
+                                                         show_progress=False)["examples"]]
+    assert "|pooling:mean_min|" in m.signature(pooling="mean_min")
+
+
+def test_the_benchmark_rescores_an_example_as_the_metric_scores_it(rules):
+    from benchmarks.dq_options import rescored
+
+    m, _, _ = rules
+    texts = ["Alan Bean was born in Boston and was a test pilot.", "Alan Bean flew.", ""]
+    for pooling in scoring.POOLINGS:
+        got = m.compute(predictions=texts, tables=[BEAN] * 3, per_example=True, show_progress=False,
+                        pooling=pooling, use_references=False)["examples"]
+        plain = m.compute(predictions=texts, tables=[BEAN] * 3, per_example=True, show_progress=False)["examples"]
+        assert [rescored(e, pooling) for e in plain] == pytest.approx([e["score"] for e in got], abs=1e-12)
+    # the answerability filter's rescoring: dropping a table question is dropping it from the recall side
+    example = plain[0]
+    table = example["sources"][0]
+    drop = table["from_source"][0]["question"]
+    left = [q for q in table["from_source"] if q["question"] != drop]
+    expected = scoring.source_score(scoring.side_score(table["from_text"]), scoring.side_score(left))
+    assert rescored(example, "mean", keep=lambda q: q["question"] != drop) == pytest.approx(expected)
+
+
 def test_lru_cache_forgets_the_least_recently_used():
     cache = scoring.LRUCache(2)
     cache["a"], cache["b"] = 1, 2
@@ -205,6 +251,8 @@ def test_add_batch_carries_the_tables(rules):
     ({"predictions": ["x" * 1_000_001], "tables": [BEAN]}, "over the limit"),
     ({"predictions": "a text", "tables": [BEAN]}, "list"),
     ({"predictions": ["a"], "tables": [BEAN], "reduction": "min"}, "reduction"),
+    ({"predictions": ["a"], "tables": [BEAN], "pooling": "max"}, "pooling"),
+    ({"predictions": ["a"], "tables": [BEAN], "pooling": ["mean"]}, "pooling"),
     ({"predictions": ["a"], "tables": [BEAN], "max_answers": 0}, "max_answers"),
     ({"predictions": ["a"], "tables": [BEAN], "max_table_values": 0}, "max_table_values"),
     ({"predictions": ["a"], "tables": [BEAN], "max_qa_windows": "8"}, "max_qa_windows"),
@@ -473,6 +521,7 @@ def test_the_filter_keeps_the_table_questions_the_table_answers():
     assert plain["examples"][0]["recall"] < 0.8 and kept["examples"][0]["recall"] == pytest.approx(1.0, abs=1e-5)
     assert "table_questions:answerable(f1>=0.5)" in m.signature(filter_table_questions=True)
     assert "answerable" not in m.signature(filter_table_questions=False)
+    assert "answerable" not in m.signature()  # a QG other than the project's generator: QuestEval's, every question
     qa.calls.clear()
     again = m.compute(predictions=texts, tables=[BEAN, BEAN], per_example=True, show_progress=False,
                       filter_table_questions=True)
@@ -553,13 +602,16 @@ def test_project_backends_run_end_to_end(tiny_checkpoints):
     m = evaluate.load(METRIC, model=tiny_checkpoints)
     assert {type(b).__name__ for b in m.load_model().values()} == {"SpanQA", "GeneratorQG"}
     r = m.compute(predictions=["Alan Bean was born in Wheeler, Texas.", ""], tables=[BEAN, BEAN], per_example=True,
-                  show_progress=False)
+                  show_progress=False, filter_table_questions=False)
     assert 0.0 <= r["score"] <= 1.0 and r["examples"][1]["score"] == 0.0
     from d2t_metrics.checkpoints import checkpoint_fingerprint
 
     signature = m.signature()
     assert f"text_qa:text_qa@{checkpoint_fingerprint(os.path.join(tiny_checkpoints, 'text_qa'))}," in signature
-    assert "reduction:max|questions_per_value:5|questions_per_text_answer:3|" in signature and signature.endswith("|version:1.9")
+    assert "reduction:max|questions_per_value:5|questions_per_text_answer:3|" in signature and signature.endswith("|version:2.0")
+    # with the project's table QG, only answerable table questions by default (a T5 QG: every question)
+    assert "|table_questions:answerable(f1>=0.5)|" in signature
+    assert "answerable" not in m.signature(filter_table_questions=False)
     assert "|questions_per_value:1|" in m.signature(questions_per_value=1)
     assert "|questions_per_text_answer:1|" in m.signature(questions_per_text_answer=1)
 
@@ -589,7 +641,7 @@ def test_project_backends_run_end_to_end(tiny_checkpoints):
     from metrics.data_questeval.qa import answerable
 
     kept = m.compute(predictions=["Alan Bean was born in Wheeler, Texas."], tables=[BEAN], per_example=True,
-                     show_progress=False, filter_table_questions=True)["examples"][0]["sources"][0]
+                     show_progress=False)["examples"][0]["sources"][0]
     dropped = kept["unanswerable_on_source"]
     assert sorted(q["question"] for q in kept["from_source"] + dropped) == sorted(q["question"] for q in asked)
     assert not any(answerable(q["question"], q["answer"], q["predicted"]) for q in dropped)

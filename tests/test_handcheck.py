@@ -211,3 +211,33 @@ def test_a_part_of_the_sample_stays_spread_over_the_strata():
     strata = [(o["system"], o["seen"]) for o in part]
     assert all(strata.count(k) == 2 for k in set(strata)) and len(set(strata)) == 6
     assert hc.first_outputs(sample, None) == sample and hc.first_outputs(sample, 99) == sample
+
+
+def test_questions_from_a_full_runs_dump_keep_the_judgements_that_still_apply(tmp_path):
+    import json
+
+    sample = [{"output_id": "7", "index": 1, "system": "s", "category": "C", "seen": True,
+               "table": "A | birthPlace | B", "text": "a was born in b ."}]
+    example = {"sources": [{"from_source": [{"question": "Where was A born?", "answer": "B"},
+                                            {"question": "Who was born in B?", "answer": "A"}],
+                            "from_text": [{"question": "Who was born in b?", "answer": "a"}]}]}
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"system": "other", "prediction": "x", "example": {}},
+        {"system": "s", "prediction": "a was born in b .", "example": example}]))
+    raw = hc.dq_raw_from_dump(str(dump), sample)
+    assert raw == {"output_ids": ["7"], "examples": [example]}
+    with pytest.raises(ValueError, match="not output 7"):
+        hc.dq_raw_from_dump(str(dump), [dict(sample[0], index=0)])
+    new = hc.build_items(sample, {"data_questeval": raw})
+    assert [it["id"] for it in new] == ["7:table_question:0", "7:table_question:1", "7:text_question:0"]
+    old_item = dict(new[1], id="7:table_question:4")  # the same question, listed elsewhere before
+    gone = dict(new[0], id="7:table_question:9", item={"question": "When?", "answer": "B"})
+    fact = {"id": "7:fact:0", "metric": "fact_accuracy", "kind": "fact", "output_id": "7", "item": {}}
+    items, annotations, carried = hc.redo_questions(
+        [fact, old_item, gone], [{"id": "7:fact:0", "accept": True, "verdict_accept": True},
+                                 {"id": "7:table_question:4", "accept": False, "reason": "r"},
+                                 {"id": "7:table_question:9", "accept": True}], new)
+    assert carried == 1 and [it["id"] for it in items] == ["7:fact:0"] + [it["id"] for it in new]
+    assert annotations == [{"id": "7:fact:0", "accept": True, "verdict_accept": True},
+                           {"id": "7:table_question:1", "accept": False, "reason": "r"}]

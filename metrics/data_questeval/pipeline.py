@@ -274,7 +274,7 @@ class Run:
         return results
 
     # scores ----------------------------------------------------------------
-    def score(self, predictions, sources, reduction):
+    def score(self, predictions, sources, reduction, pooling="mean"):
         # every question of every text and source, generated first
         items = []
         for hyp, srcs in zip(predictions, sources):
@@ -327,7 +327,7 @@ class Run:
                     "answerability": round(float(result.answerability), 6), "f1": round(f1, 6), "bertscore": round(b, 6),
                     "score": round(question_score(result.answerability, f1, b), 6)})
             for e, hyp in enumerate(predictions):
-                examples[e] = _finish(examples[e], empty=not hyp.strip(), reduction=reduction)
+                examples[e] = _finish(examples[e], empty=not hyp.strip(), reduction=reduction, pooling=pooling)
                 examples[e]["truncated"] = truncated[e]
         return examples
 
@@ -336,13 +336,13 @@ def _source_name(index, kind):
     return "table" if kind == "table" else f"reference {index}"
 
 
-def _finish(example, empty, reduction):
-    """An example's scores from its questions' (see scoring.py)."""
+def _finish(example, empty, reduction, pooling="mean"):
+    """An example's scores from its questions' (see scoring.py); each side's candidates pooled by ``pooling``."""
     for src in example["sources"]:
         if empty:
             src.update(score=0.0, precision=0.0, recall=0.0)
             continue
-        precision, recall = side_score(src["from_text"]), side_score(src["from_source"])
+        precision, recall = side_score(src["from_text"], pooling), side_score(src["from_source"], pooling)
         src.update(score=source_score(precision, recall), precision=precision, recall=recall)
     scores = [src["score"] for src in example["sources"]]
     score = reduce_sources(scores, reduction)

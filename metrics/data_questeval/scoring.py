@@ -46,6 +46,9 @@ from d2t_metrics.bases import resolve_base
 
 LIST_SCORES = ("answerability", "bertscore", "f1")
 REDUCTIONS = ("max", "mean")
+# How a side's candidate scores make its score: their mean (QuestEval's), their lowest, or the mean of
+# the two (one wrong or missing fact then weighs more than 1/n of a side).
+POOLINGS = ("mean", "min", "mean_min")
 # a question scoring below this marks its answer as missing from the text / unsupported by the table
 EXPLAIN_THRESHOLD = 0.5
 # What the BERTScore of each answer pair is computed with: the last layer of a small encoder.
@@ -71,12 +74,24 @@ def candidate_scores(questions: Sequence[Dict[str, Any]]) -> List[Tuple[str, flo
     return [(qs[0].get("answer", ""), sum(q["score"] for q in qs) / len(qs)) for qs in groups.values()]
 
 
-def side_score(questions: Sequence[Dict[str, Any]]) -> Optional[float]:
-    """The mean over answer candidates of their questions' mean score (every
-    candidate weighs the same however many questions ask about it; with one
-    question each, QuestEval's mean over questions), ``None`` without questions."""
+def side_score(questions: Sequence[Dict[str, Any]], pooling: str = "mean") -> Optional[float]:
+    """The answer candidates' scores (each its questions' mean) pooled by ``pooling``
+    (:data:`POOLINGS`): by default their mean (every candidate weighs the same however many
+    questions ask about it; with one question each, QuestEval's mean over questions);
+    ``None`` without questions."""
     scores = [score for _, score in candidate_scores(questions)]
-    return sum(scores) / len(scores) if scores else None
+    return pooled(scores, pooling) if scores else None
+
+
+def pooled(scores: Sequence[float], pooling: str = "mean") -> float:
+    """``scores`` (at least one) pooled by ``pooling``: "mean", "min" or "mean_min" (the mean of the two)."""
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    mean = sum(scores) / len(scores)
+    if pooling == "mean":
+        return mean
+    low = min(scores)
+    return low if pooling == "min" else (mean + low) / 2
 
 
 def source_score(precision: Optional[float], recall: Optional[float]) -> float:
