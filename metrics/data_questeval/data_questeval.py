@@ -101,8 +101,9 @@ Args:
         (default True); False scores against the table only.
     reduction (str): "max" (QuestEval's) or "mean" over the sources.
     pooling (str): how a side's answer candidates make its score: "mean"
-        (QuestEval's), "min" or "mean_min" (the mean of the two: one wrong
-        or missing value weighs more than 1/n of the side). Default: POOLING.
+        (QuestEval's, the default: chosen on WebNLG 2017 leaving one category
+        out), "min" or "mean_min" (the mean of the two: one wrong or missing
+        value weighs more than 1/n of the side).
     per_example (bool): also return "examples", one dict per prediction with
         every question asked, its expected and predicted answer and scores.
     batch_size (int): QG/QA inputs per batch (default 32).
