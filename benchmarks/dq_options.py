@@ -30,7 +30,7 @@ import copy
 import datetime
 import json
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 from .dae_pooling import choose_by_category
@@ -47,7 +47,7 @@ def rescored(example: Dict, pooling: str = "mean", keep=None) -> float:
     ``pooling``; ``keep(question)`` False drops a table question (the answerability filter)."""
     from metrics.data_questeval.pipeline import _finish
 
-    table = copy.deepcopy(example["sources"][0])
+    table = dict(example["sources"][0])  # _finish writes its scores into it; the questions are only read
     if keep is not None:
         table["from_source"] = [q for q in table["from_source"] if keep(q)]
     # an empty text has no questions, and a source without questions scores 0 as an empty text does
@@ -88,8 +88,9 @@ def check_rescoring(rows: Sequence[Dict]) -> float:
     return worst
 
 
-def answerable_verdicts(rows: Sequence[Dict], dataset) -> Dict:
-    """(table, question, value) → kept, for every table question of the dump, by the metric's table QA."""
+def answerable_verdicts(rows: Sequence[Dict], dataset) -> Callable[[str], Callable[[Dict], bool]]:
+    """For every table question of the dump, whether the metric's table QA answers it on its table
+    with its value; → ``keeper(table)``, the ``keep`` predicate of :func:`rescored` for a WebNLG table."""
     import d2t_metrics
     from d2t_metrics.inputs import decode_table, encode_table
     from d2t_metrics.linearize import linearize
@@ -107,7 +108,8 @@ def answerable_verdicts(rows: Sequence[Dict], dataset) -> Dict:
     keys = list(jobs)
     verdicts = check_answerable(table_qa, [k[1] for k in keys], [k[2] for k in keys], [k[0] for k in keys],
                                 show_progress=True)
-    return {"linearized": linearized, "kept": {k: kept for k, (kept, _result) in zip(keys, verdicts)}}
+    kept = {k: verdict for k, (verdict, _result) in zip(keys, verdicts)}
+    return lambda table: lambda q: kept[(linearized[table], q["question"], q["answer"])]
 
 
 def measure(dump: str, filter_questions: bool = True) -> Dict:
@@ -135,13 +137,11 @@ def measure(dump: str, filter_questions: bool = True) -> Dict:
         "in_sample": {p: headline(figures(dataset, s)) for p, s in pooled.items()},
     }
     if filter_questions:
-        verdicts = answerable_verdicts(rows, dataset)
-        kept, linearized = verdicts["kept"], verdicts["linearized"]
+        keeper = answerable_verdicts(rows, dataset)
         asked = dropped = values = lost = 0
         variants = {p: [] for p in POOLINGS}
         for row, item in zip(rows, dataset.items):
-            lin = linearized[item.table]
-            keep = lambda q, lin=lin: kept[(lin, q["question"], q["answer"])]  # noqa: E731
+            keep = keeper(item.table)
             questions = row["example"]["sources"][0]["from_source"]
             asked += len(questions)
             dropped += sum(not keep(q) for q in questions)
@@ -215,9 +215,8 @@ def rescored_record(base: Dict, dump: str, pooling: str, filtered: bool, speed: 
     check_rescoring(rows)
     keep_of = [None] * len(rows)
     if filtered:
-        verdicts = answerable_verdicts(rows, dataset)
-        keep_of = [lambda q, lin=verdicts["linearized"][item.table]: verdicts["kept"][(lin, q["question"], q["answer"])]
-                   for item in dataset.items]
+        keeper = answerable_verdicts(rows, dataset)
+        keep_of = [keeper(item.table) for item in dataset.items]
     record = copy.deepcopy(base)
     metric = d2t_metrics.load("data_questeval", model=d2t_metrics.checkpoint_path("data_questeval"))
     record["datasets"]["webnlg"] = dict(

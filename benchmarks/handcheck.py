@@ -475,7 +475,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         write_jsonl(ANNOTATIONS_PATH, annotations)
         pop = json.load(open(POPULATION_PATH, encoding="utf-8"))
         pop["outputs_run"]["data_questeval"] = len(sample)
-        pop["items"].update({k: v for k, v in population(every, {}).get("items", {}).items()})
+        pop["items"].update(population(every, {})["items"])
         pop["question_sample"] = args.question_sample
         with open(POPULATION_PATH, "w", encoding="utf-8") as f:
             json.dump(pop, f, indent=1)

@@ -522,6 +522,9 @@ def test_the_filter_keeps_the_table_questions_the_table_answers():
     assert "table_questions:answerable(f1>=0.5)" in m.signature(filter_table_questions=True)
     assert "answerable" not in m.signature(filter_table_questions=False)
     assert "answerable" not in m.signature()  # a QG other than the project's generator: QuestEval's, every question
+    # None is the default (decided by the table QG), not an error
+    assert m.compute(predictions=texts, tables=[BEAN, BEAN], per_example=True, show_progress=False,
+                     filter_table_questions=None)["examples"] == plain["examples"]
     qa.calls.clear()
     again = m.compute(predictions=texts, tables=[BEAN, BEAN], per_example=True, show_progress=False,
                       filter_table_questions=True)

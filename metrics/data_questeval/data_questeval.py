@@ -382,7 +382,9 @@ class DataQuestEval(D2TMetric):
             self._check_questions_per_answer(name, options.get(name), role)
         for flag in ("use_references", "use_cache", "pad_to_max_length", "per_example", "show_progress",
                      "filter_table_questions"):
-            if flag in options and not isinstance(options[flag], bool):
+            # filter_table_questions=None: the default, decided by the table QG
+            if flag in options and not isinstance(options[flag], bool) and not (flag == "filter_table_questions"
+                                                                                 and options[flag] is None):
                 raise ValueError(f"{flag} must be True or False, got {options[flag]!r}")
 
     def _check_questions_per_answer(self, name, count, role):
