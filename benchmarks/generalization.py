@@ -144,6 +144,33 @@ def webnlg_categories(dataset, shared: str) -> Tuple[List[str], List[str]]:
     return categories, unseen
 
 
+def rated_system_outputs():
+    """``(items, categories, unseen)``: WebNLG 2017's rated system outputs in the loader's order
+    (the references left out), each one's category and the unseen categories. Raises
+    ``benchmarks.data.DatasetMissing`` when ../shared is absent."""
+    from benchmarks.data import DatasetMissing, load_webnlg
+    from d2t_metrics.datasets import shared_dir
+
+    shared = shared_dir()
+    if shared is None:
+        raise DatasetMissing("../shared is absent (set D2T_SHARED to its path)")
+    dataset = load_webnlg()
+    categories, unseen = webnlg_categories(dataset, shared)
+    keep = [i for i, it in enumerate(dataset.items) if it.system != dataset.reference_system]
+    return [dataset.items[i] for i in keep], [categories[i] for i in keep], unseen
+
+
+def rated_system_outputs_or_none(who: str):
+    """:func:`rated_system_outputs`, or None after saying why there is nothing to measure."""
+    from benchmarks.data import DatasetMissing
+
+    try:
+        return rated_system_outputs()
+    except DatasetMissing as e:
+        print(f"{who}: nothing to measure: {e}", file=sys.stderr)
+        return None
+
+
 # ---------------------------------------------------------------- stored scores
 
 
@@ -435,15 +462,17 @@ def calibration_study(dataset, categories, unseen, dump_rows: List[Dict], stored
     cats = np.array(categories)[keep]
     unseen_m = unseen_mask(cats, unseen)
     rows = [r for r, k in zip(dump_rows, keep) if k]
-    scores = np.array([r["score"] for r in rows], dtype=float)
+    # labels follow the confidence (the lowest check's entailment), not the pooled score
+    scores = np.array([r["example"].get("confidence", r["score"]) for r in rows], dtype=float)
+    pooled = np.array([r["score"] for r in rows], dtype=float)
     own_ok = np.array([bool(r["example"]["ok"]) for r in rows])
     semantics = np.array([it.human["semantics"] for it, k in zip(dataset.items, keep) if k])
     halves = {"all": np.ones(len(rows), dtype=bool), "seen": ~unseen_m, "unseen": unseen_m}
     result = {"n": int(len(rows)), "by_rater_threshold": {}}
     if stored_nli is not None:
         stored = np.asarray(stored_nli["measures"]["scatter"]["score"], dtype=float)
-        result["dump_vs_stored_scores"] = {"max_abs_diff": float(np.max(np.abs(stored - scores))),
-                                           "pearson": stats.correlations(stored, scores)["pearson"]}
+        result["dump_vs_stored_scores"] = {"max_abs_diff": float(np.max(np.abs(stored - pooled))),
+                                           "pearson": stats.correlations(stored, pooled)["pearson"]}
     for threshold in RATER_OK_THRESHOLDS:
         gold_ok = semantics >= threshold
         rules = {"paper's decision (argmax)": {"fitted_on": "nothing (a check passes when entailment is its most likely label)",
@@ -453,6 +482,13 @@ def calibration_study(dataset, categories, unseen, dump_rows: List[Dict], stored
             "rater_ok": f"mean semantics >= {threshold}", "rules": rules,
             "auc": {h: stats.auc_not_ok(scores[m], gold_ok[m]) for h, m in halves.items()}}
     return result
+
+
+def stored_scores_are_confidence(stored_nli: Dict) -> bool:
+    """Whether NLI's stored scores are its confidence (the labels' number): ``pooling:min``, or a
+    record from before the pooling option. Otherwise the label study needs ``--nli-dump``."""
+    signature = str(stored_nli.get("signature") or "")
+    return "|pooling:" not in signature or "|pooling:min" in signature
 
 
 def calibration_from_stored(dataset, categories, unseen, stored_nli: Dict, calibration_entry: Dict) -> Dict:
@@ -847,7 +883,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         cal["source"] = {"command": args.nli_dump_command or f"(per-output file {args.nli_dump})",
                          "date": args.nli_dump_date or results["date"], "commit": args.nli_dump_commit or results["commit"]}
         results["calibration"] = cal
-    elif runs.get("nli_semantic_accuracy") and nli_calibration_entry():
+    elif runs.get("nli_semantic_accuracy") and nli_calibration_entry() and stored_scores_are_confidence(runs["nli_semantic_accuracy"]):
         # the stored scores and the calibration run's paper labels (the same code: see shipped_thresholds)
         results["calibration"] = calibration_from_stored(dataset, categories, unseen, runs["nli_semantic_accuracy"],
                                                          nli_calibration_entry())

@@ -302,7 +302,7 @@ def headline(name: str, example: Dict[str, Any]) -> Tuple[str, Any, str]:
         verdict = str(example.get("label", ""))
         if omitted:
             verdict += f": {_plural(omitted, 'fact')} omitted"
-        return "confidence", example.get("confidence", example.get("score")), verdict
+        return "score", example.get("score"), verdict + f"; confidence {number(example.get('confidence'))}"
     if name == "dae":
         return "mean arc P(entailed)", example.get("score"), dae_verdict(example)
     if name == "fact_accuracy":
@@ -459,13 +459,19 @@ def _probabilities(p: Any) -> str:
     return " ".join(f"{str(k)[:1].upper()} {v:.3f}" for k, v in p.items() if isinstance(v, (int, float)))
 
 
+_WRITTEN_BY = {"learned": "sentence by the learned verbalizer", "backoff": "back-off sentence: no template"}
+
+
 def nli_lines(example: Dict[str, Any], limit: int, row: Dict[str, Any]) -> List[Line]:
-    lines: List[Line] = [(2, f"label {example.get('label')}; confidence {number(example.get('confidence'))} "
+    lines: List[Line] = [(2, f"label {example.get('label')}; score {number(example.get('score'))} (the checks' entailment "
+                             f"probabilities pooled); confidence {number(example.get('confidence'))} "
                              "(the lowest entailment probability over all checks)")]
     omission_checks = [c for c in example.get("checks") or [] if c.get("type") == "omission"]
     other_checks = [c for c in example.get("checks") or [] if c.get("type") != "omission"]
     facts = _table_facts(row)
     omitted = {o.get("sentence"): o for o in example.get("omitted_facts") or []}
+    # which sentences no template wrote (nli_semantic_accuracy's "verbalized_by")
+    written_by = dict(zip(example.get("facts") or [], example.get("verbalized_by") or []))
     if omission_checks:
         lines.append((2, "Each fact, does the text entail it?"))
         for i, check in enumerate(omission_checks):
@@ -475,6 +481,8 @@ def nli_lines(example: Dict[str, Any], limit: int, row: Dict[str, Any]) -> List[
             verdict = "entailed" if check.get("entailed") else "NOT entailed (omitted)"
             lines.append((4, f"{verdict}: {fact or sentence}"))
             detail = f'"{sentence}"' if fact and sentence != fact else ""
+            if detail and written_by.get(sentence) in _WRITTEN_BY:
+                detail += f" [{_WRITTEN_BY[written_by[sentence]]}]"
             lines.append((8, " ".join(x for x in (detail, f"({_probabilities(check.get('probabilities'))})") if x.strip("()"))))
     else:  # no checks listed: the omitted facts alone
         for o in example.get("omitted_facts") or []:

@@ -15,7 +15,7 @@ import functools
 import json
 import os
 import re
-from typing import Dict, List, Mapping, Optional, Union
+from typing import Dict, List, Mapping, Optional, Tuple, Union
 
 from .normalize import normalize_entity, normalize_predicate
 from .tables import Table, Triple, parse_table
@@ -120,6 +120,19 @@ class Verbalizer:
             return spec
         value = normalize_entity(triple.object).lower()
         return spec.get(value) or spec.get("*") or self.backoff
+
+    def source_of(self, triple: Triple) -> str:
+        """``"template"`` or ``"backoff"``: what verbalizes ``triple`` (a learned verbalizer
+        adds ``"learned"``, :mod:`d2t_metrics.learned_verbalizer`)."""
+        return "backoff" if self.template_for(triple) is self.backoff else "template"
+
+    def prepare(self, tables, show_progress: bool = False) -> None:
+        """Nothing to prepare for templates; a learned verbalizer writes the sentences of
+        ``tables`` (lists of triples) here, in batches."""
+
+    def table_sentences(self, triples) -> List[Tuple[str, str]]:
+        """``(sentence, source)`` per triple of one table (see :meth:`source_of`)."""
+        return [(self(t), self.source_of(t)) for t in triples]
 
     def __call__(self, triple: Triple) -> str:
         return fill_template(

@@ -48,9 +48,9 @@ def test_nli_threshold_file_loads_and_holds_for_the_shipped_checkpoint():
     from d2t_metrics.checkpoints import checkpoint_fingerprint
 
     data = checks.load_calibration()
-    entries = {e["config"]: e for e in data["thresholds"]}
-    assert "default" in entries and data["rater_ok"] == "mean semantics >= 2.0"
-    default = entries["default"]
+    entries = {(e["config"], e.get("verbalizer")): e for e in data["thresholds"]}
+    assert ("default", None) in entries and data["rater_ok"] == "mean semantics >= 2.0"
+    default = entries[("default", None)]  # templates, the metric's default
     assert 0.0 <= default["threshold"] <= 1.0
     assert default["model_fingerprint"] == checkpoint_fingerprint(os.path.join(ROOT, "checkpoints", "nli_semantic_accuracy"))
     assert set(default["out_of_fold"]["fold_thresholds"]) and len(default["out_of_fold"]["fold_thresholds"]) == 15
@@ -58,14 +58,19 @@ def test_nli_threshold_file_loads_and_holds_for_the_shipped_checkpoint():
     assert checks.fitted_threshold(data, "default", "00000000") is None  # other weights: no threshold
     assert checks.fitted_threshold(data, "nonsense", default["model_fingerprint"]) is None
     assert checks.fitted_threshold(data, "default", None) is None
+    # the learned verbalizer's sentences have their own threshold
+    learned = [e for (config, verbalizer), e in entries.items() if config == "default" and verbalizer]
+    assert len(learned) == 1 and learned[0]["model_fingerprint"] == default["model_fingerprint"]
+    assert checks.fitted_threshold(data, "default", default["model_fingerprint"], learned[0]["verbalizer"]) == learned[0]["threshold"]
+    assert checks.fitted_threshold(data, "default", default["model_fingerprint"], "learned@00000000") is None
 
 
 def test_shipped_checkpoint_signature_names_the_calibrated_decision():
     metric = evaluate.load(NLI, "default", model=os.path.join(ROOT, "checkpoints", "nli_semantic_accuracy"))
-    t = {e["config"]: e for e in checks.load_calibration()["thresholds"]}["default"]["threshold"]
+    t = {(e["config"], e.get("verbalizer")): e for e in checks.load_calibration()["thresholds"]}[("default", None)]["threshold"]
     assert metric.decision_rule() == ("calibrated", t)
-    assert metric.signature().endswith(f"|decision:calibrated|t:{t:.6g}")
-    assert metric.signature(decision="paper").endswith("|decision:paper")
+    assert metric.signature().endswith(f"|decision:calibrated|t:{t:.6g}|pooling:mean_min")
+    assert metric.signature(decision="paper").endswith("|decision:paper|pooling:mean_min")
 
 
 def test_a_bad_threshold_file_is_refused(tmp_path):
@@ -103,7 +108,7 @@ def test_labels_follow_the_threshold_on_a_tiny_model(tiny):
         assert {o["fact"] for o in ex["omitted_facts"]} == omitted
         hallucination = [c for c in ex["checks"] if c["type"] == "hallucination"][0]
         assert ex["hallucination"] == (hallucination["probabilities"]["entailment"] < t)
-        assert ex["ok"] == (ex["score"] >= t)  # OK exactly when the score reaches t
+        assert ex["ok"] == (ex["confidence"] >= t)  # OK exactly when the confidence (lowest check) reaches t
     assert n_pass and n_fail
     assert all(ex["ok"] for ex in _run(tiny, ok_threshold=0.0))
     assert not any(ex["ok"] for ex in _run(tiny, ok_threshold=1.0))
@@ -126,7 +131,7 @@ def test_paper_decision_reproduces_the_argmax_labels_and_scores_do_not_change(ti
 def test_a_model_without_a_fitted_threshold_falls_back_to_the_paper_decision(tiny_nli):
     metric = evaluate.load(NLI, "default", model=tiny_nli)
     assert metric.decision_rule() == ("paper", None)
-    assert metric.signature().endswith("|decision:paper")
+    assert metric.signature().endswith("|decision:paper|pooling:mean_min")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         default = _run(metric)

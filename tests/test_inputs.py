@@ -178,12 +178,13 @@ def test_combine_of_all_metrics_gives_each_metrics_numbers(parent, nli, dae_rule
     combined = evaluate.combine([parent, nli, dae_rule])
     result = combined.compute(predictions=PREDICTIONS, references=REFERENCES, tables=TABLES, show_progress=False, batch_size=4)
     alone = [m.compute(predictions=PREDICTIONS, references=REFERENCES, tables=TABLES, show_progress=False) for m in (parent, nli, dae_rule)]
-    # Keys that clash (ok_rate of NLI and DAE) carry the metric's name; the others stay plain.
+    # Keys that clash (ok_rate and score of NLI and DAE) carry the metric's name; the others stay plain.
     assert result["nli_semantic_accuracy_ok_rate"] == alone[1]["ok_rate"]
     assert result["dae_ok_rate"] == alone[2]["ok_rate"]
+    assert result["nli_semantic_accuracy_score"] == alone[1]["score"] and result["dae_score"] == alone[2]["score"]
     assert result["f1"] == alone[0]["f1"] and result["confidence"] == alone[1]["confidence"]
-    assert result["score"] == alone[2]["score"] and result["min_score"] == alone[2]["min_score"]
-    assert "ok_rate" not in result
+    assert result["min_score"] == alone[2]["min_score"]
+    assert "ok_rate" not in result and "score" not in result
     # add_batch through the combination carries the tables to all three.
     combined.add_batch(predictions=PREDICTIONS[:2], references=REFERENCES[:2], tables=TABLES[:2])
     combined.add_batch(predictions=PREDICTIONS[2:], references=REFERENCES[2:], tables=TABLES[2:])

@@ -527,3 +527,34 @@ def test_a_text_of_only_non_claims_is_scored_as_the_empty_text(tiny_metric):
     empty, instruction, triples = out["examples"]
     assert _without_ignored(instruction) == _without_ignored(empty) == _without_ignored(triples)
     assert triples["ignored"] == ["Triples: Alan_Bean | birthPlace | Wheeler,_Texas"]
+
+
+# ---------------------------------------------------------------------------
+# pooling: how the checks make the score (labels and confidence never change)
+
+
+def test_pooling_changes_the_score_only(fake_metric):
+    text = ["Alan Bean was born in Wheeler, Texas."]  # the occupation fact is omitted
+    runs = {p: fake_metric.compute(predictions=text, tables=[TRIPLES], per_example=True, show_progress=False, pooling=p)
+            for p in ("min", "mean", "mean_min")}
+    examples = {p: r["examples"][0] for p, r in runs.items()}
+    entailment = [c["probabilities"]["entailment"] for c in examples["min"]["checks"]]
+    assert examples["min"]["score"] == pytest.approx(min(entailment)) == pytest.approx(examples["min"]["confidence"])
+    assert examples["mean"]["score"] == pytest.approx(sum(entailment) / len(entailment))
+    assert examples["mean_min"]["score"] == pytest.approx((min(entailment) + sum(entailment) / len(entailment)) / 2)
+    assert min(entailment) < examples["mean_min"]["score"] < examples["mean"]["score"]
+    for p in ("mean", "mean_min"):
+        assert {k: v for k, v in examples[p].items() if k != "score"} == {k: v for k, v in examples["min"].items() if k != "score"}
+        assert runs[p]["score"] == pytest.approx(examples[p]["score"])
+    default = fake_metric.compute(predictions=text, tables=[TRIPLES], per_example=True, show_progress=False)
+    assert default["examples"][0]["score"] == examples["mean_min"]["score"]
+    assert fake_metric.signature().endswith("|pooling:mean_min")
+    assert fake_metric.signature(pooling="min").endswith("|pooling:min")
+
+
+@pytest.mark.parametrize("bad", ["max", None, 1, "MIN"])
+def test_bad_pooling_raises_before_the_model(tiny_nli, bad):
+    m = load(tiny_nli)
+    m.scorer = _MustNotRun()
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        m.compute(predictions=["a"], tables=[TRIPLES], show_progress=False, pooling=bad)

@@ -57,13 +57,17 @@ def _probs(p: dict) -> str:
     return " ".join(f"{k[:1].upper()} {v:.3f}" for k, v in p.items())
 
 
+# a fact sentence no template wrote is marked, so a reader knows which wording to doubt
+_SOURCE_NOTE = {"learned": " <small>(learned verbalizer)</small>", "backoff": " <small>(back-off: no template)</small>"}
+
+
 def render(example: dict) -> str:
     """HTML: the label, the omitted facts and a table of every NLI check."""
     label = example["label"]
     head = (
         f'<p><span style="background:{_COLOURS.get(label, "#555")};color:white;padding:3px 8px;border-radius:4px">'
-        f"<b>{html.escape(label)}</b></span> confidence {example['confidence']:.3f} "
-        "(lowest entailment probability over all checks)</p>"
+        f"<b>{html.escape(label)}</b></span> score {example['score']:.3f} (the checks pooled), "
+        f"confidence {example['confidence']:.3f} (lowest entailment probability over all checks)</p>"
     )
     omitted = "".join(
         f"<li><code>{html.escape(o['fact'])}</code>: “{html.escape(o['sentence'])}” ({_probs(o['probabilities'])})</li>"
@@ -72,9 +76,11 @@ def render(example: dict) -> str:
     omitted = f"<p>Omitted facts:</p><ul>{omitted}</ul>" if omitted else "<p>No omitted facts.</p>"
     if example.get("hallucination"):
         omitted += "<p>Hallucination: the facts do not entail the text.</p>"
+    written_by = dict(zip(example.get("facts", []), example.get("verbalized_by", [])))
     rows = "".join(
         f"<tr><td>{'fact → text' if c['type'] == 'omission' else 'facts → text'}</td>"
-        f"<td>{html.escape(c['hypothesis'])}</td><td>{_probs(c['probabilities'])}</td>"
+        f"<td>{html.escape(c['hypothesis'])}{_SOURCE_NOTE.get(written_by.get(c['hypothesis']) if c['type'] == 'omission' else None, '')}</td>"
+        f"<td>{_probs(c['probabilities'])}</td>"
         f"<td>{_YES if c['entailed'] else _NO}</td></tr>"
         for c in example["checks"]
     )

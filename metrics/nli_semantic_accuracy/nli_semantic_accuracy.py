@@ -12,6 +12,8 @@ from d2t_metrics.inputs import TEXT
 from d2t_metrics.inputs import check_batch_size
 from d2t_metrics.inputs import decode_column
 from d2t_metrics.inputs import plain_table
+from d2t_metrics.learned_verbalizer import LearnedVerbalizer
+from d2t_metrics.locations import checkpoint_path
 from d2t_metrics.metric import D2TMetric
 from d2t_metrics.timing import stage
 from d2t_metrics.untrusted import non_claims
@@ -23,8 +25,10 @@ from d2t_metrics.verbalize import Verbalizer
 from d2t_metrics.verbalize import load_templates
 
 from .checks import CALIBRATED
+from .checks import DEFAULT_POOLING
 from .checks import PAPER
 from .checks import check_decision
+from .checks import check_pooling
 from .checks import combine
 from .checks import corpus_summary
 from .checks import fitted_threshold
@@ -66,6 +70,10 @@ label. The decision changes the labels, never the scores.
 Configs: "default" verbalizes facts with templates extracted from WebNLG
 training data and handcrafted E2E templates (back-off for unknown
 predicates); "backoff" uses only "The <predicate> of <subject> is <object>.".
+With verbalizer="learned" (load time; default "templates"), the default
+config writes a fact whose predicate has no template with the project's
+learned verbalizer (checkpoints/nli_semantic_accuracy/verbalizer) where its sentence states the
+fact verbatim, and the back-off otherwise.
 The model is chosen at load time (default: roberta-large-mnli, the paper's);
 offline, pass a local path such as the project's checkpoint
 checkpoints/nli_semantic_accuracy.
@@ -93,16 +101,23 @@ Args:
         most likely label (Dušek & Kasner 2020).
     ok_threshold (float or None): the calibrated decision's threshold in
         [0, 1] instead of the fitted one (default None: the fitted one).
+    pooling (str): how an example's checks make its score: "mean_min"
+        (default: the average of the lowest and the mean entailment
+        probability, chosen leaving one WebNLG 2017 category out), "mean",
+        or "min" (the paper's confidence). Labels never depend on it.
 Returns:
+    score (float): mean per-example score.
     ok_rate (float): share of examples with neither omission nor hallucination.
     omission_rate (float): share of examples with at least one omitted fact.
     hallucination_rate (float): share of examples whose text is not entailed by the data.
     confidence (float): mean per-example confidence.
     examples (list of dict, with per_example=True): "label" (OK / omission /
-        hallucination / omission+hallucination), "ok" (bool), "score" and
-        "confidence" (min entailment probability over the example's checks),
+        hallucination / omission+hallucination), "ok" (bool), "score" (the
+        checks' entailment probabilities pooled by pooling), "confidence"
+        (min entailment probability over the example's checks),
         "omission", "hallucination" (bools), "omitted_facts" (fact, sentence,
-        probabilities), "facts" (the fact sentences), "truncated" (True
+        probabilities), "facts" (the fact sentences), "verbalized_by" (per
+        fact: "template", "learned" or "backoff"), "truncated" (True
         only when part of a check's input was never read: a single sentence
         of the text longer than half the model's window) and "checks" (per
         NLI check: its probabilities, "entailed" (it passed, under the
@@ -131,7 +146,7 @@ Examples:
     ...     tables=[["Alan_Bean | birthPlace | Wheeler,_Texas"]],
     ...     per_example=True, show_progress=False)
     >>> sorted(results)
-    ['confidence', 'examples', 'hallucination_rate', 'ok_rate', 'omission_rate']
+    ['confidence', 'examples', 'hallucination_rate', 'ok_rate', 'omission_rate', 'score']
     >>> results["examples"][0]["label"]
     'OK'
 """
@@ -140,13 +155,53 @@ DEFAULT_MODEL = "roberta-large-mnli"
 CONFIGS = ("default", "backoff")
 
 
-def make_verbalizer(config_name, templates=None):
-    """The fact verbalizer of a config; ``templates`` (dict or JSON path) overrides it."""
-    if templates is not None:
-        return Verbalizer(load_templates(templates) if isinstance(templates, str) else templates)
+TEMPLATES, LEARNED = "templates", "learned"
+
+
+def project_verbalizer():
+    """The project's learned verbalizer, ``checkpoints/nli_semantic_accuracy/verbalizer``, or None.
+    (A folder inside the NLI checkpoint, as DAE's data-to-text model sits in DAE's: the NLI
+    weights' fingerprint reads only the checkpoint's own files, so it does not change.)"""
+    own = checkpoint_path("nli_semantic_accuracy")
+    path = os.path.join(own, "verbalizer") if own else None
+    return path if path and os.path.isdir(path) else None
+
+
+def resolve_verbalizer(verbalizer, config_name):
+    """The learned verbalizer's checkpoint folder, or None for templates with the back-off.
+
+    ``None`` or ``"templates"`` (the default): templates, and the back-off where none exists, as
+    in the paper. ``"learned"``: the project's ``checkpoints/nli_semantic_accuracy/verbalizer`` writes the facts no
+    template covers; any other string is such a generator checkpoint's folder. On WebNLG 2017
+    the learned sentences did not move the correlations (benchmarks.verbalizer), so they are
+    not the default. Checked before any model loads.
+    """
+    if verbalizer is None or verbalizer == TEMPLATES:
+        return None
+    if not isinstance(verbalizer, str) or not verbalizer:
+        raise ValueError(f"verbalizer must be {TEMPLATES!r}, {LEARNED!r} or a generator checkpoint folder, got {verbalizer!r}")
     if config_name == "backoff":
-        return Verbalizer()
-    return Verbalizer.from_names(*DEFAULT_TEMPLATE_SETS)
+        raise ValueError("the 'backoff' config verbalizes every fact with the back-off sentence (the paper's Backoff "
+                         "setup); a learned verbalizer belongs to the 'default' config")
+    path = project_verbalizer() if verbalizer == LEARNED else os.path.expanduser(verbalizer)
+    if path is None or not os.path.isdir(path):
+        raise ValueError(f"verbalizer={verbalizer!r}: no generator checkpoint folder "
+                         f"{'(checkpoints/nli_semantic_accuracy/verbalizer is not installed)' if verbalizer == LEARNED else 'there'}; "
+                         f"pass verbalizer={TEMPLATES!r} or the folder of a checkpoint trained by "
+                         "python -m training.nli_semantic_accuracy.train_verbalizer")
+    return path
+
+
+def make_verbalizer(config_name, templates=None, learned=None, device=None):
+    """The fact verbalizer of a config; ``templates`` (dict or JSON path) overrides its templates,
+    ``learned`` (a generator checkpoint folder) verbalizes the facts no template covers."""
+    if templates is not None:
+        chosen = load_templates(templates) if isinstance(templates, str) else templates
+    elif config_name == "backoff":
+        chosen = {}
+    else:
+        chosen = Verbalizer.from_names(*DEFAULT_TEMPLATE_SETS).templates
+    return LearnedVerbalizer(chosen, model=learned, device=device) if learned else Verbalizer(chosen)
 
 
 def claims_of(predictions, specials=()):
@@ -169,7 +224,8 @@ class NLISemanticAccuracy(D2TMetric):
     DEFAULT_MODEL = DEFAULT_MODEL
     CHECKPOINT = "nli_semantic_accuracy"
 
-    def __init__(self, *args, model=DEFAULT_MODEL, device=None, dtype=None, max_length=None, templates=None, **kwargs):
+    def __init__(self, *args, model=DEFAULT_MODEL, device=None, dtype=None, max_length=None, templates=None,
+                 verbalizer=None, **kwargs):
         super().__init__(*args, **kwargs)
         if self.config_name not in CONFIGS:
             raise ValueError(f"unknown config {self.config_name!r}; choose one of {list(CONFIGS)}")
@@ -177,7 +233,8 @@ class NLISemanticAccuracy(D2TMetric):
         self.device_name = device
         self.dtype = dtype
         self.max_length = max_length
-        self.verbalizer = make_verbalizer(self.config_name, templates)
+        self.learned_verbalizer = resolve_verbalizer(verbalizer, self.config_name)
+        self.verbalizer = make_verbalizer(self.config_name, templates, self.learned_verbalizer, device)
         # a fitted threshold holds for the templates it was fitted with: none for custom ones
         self.custom_templates = templates is not None
         self.scorer = None
@@ -204,6 +261,7 @@ class NLISemanticAccuracy(D2TMetric):
     def _check_option_values(self, options):
         check_batch_size(options.get("batch_size", 32))
         check_decision(options.get("decision", CALIBRATED), options.get("ok_threshold"))
+        check_pooling(options.get("pooling", DEFAULT_POOLING))
 
     # -- the decision --------------------------------------------------------
     def fitted_ok_threshold(self):
@@ -211,7 +269,7 @@ class NLISemanticAccuracy(D2TMetric):
         (a hub id, another checkpoint, custom templates)."""
         if "t" not in self._fitted:
             fingerprint = None if self.custom_templates or not isinstance(self.model_name, str) else checkpoint_fingerprint(self.model_name)
-            self._fitted["t"] = fitted_threshold(load_calibration(), self.config_name, fingerprint)
+            self._fitted["t"] = fitted_threshold(load_calibration(), self.config_name, fingerprint, self.verbalizer_fingerprint())
         return self._fitted["t"]
 
     def decision_rule(self, decision=CALIBRATED, ok_threshold=None):
@@ -225,6 +283,12 @@ class NLISemanticAccuracy(D2TMetric):
         t = self.fitted_ok_threshold()
         return (CALIBRATED, t) if t is not None else (PAPER, None)
 
+    def verbalizer_fingerprint(self):
+        """``None`` for templates with the back-off, else the learned verbalizer's weights' fingerprint."""
+        if not self.learned_verbalizer:
+            return None
+        return "learned@" + (checkpoint_fingerprint(self.learned_verbalizer) or "unknown")
+
     def signature(self, **options):
         """The settings the labels and scores depend on, in the form benchmarks recorded for
         this metric, with the model's fingerprint, the decision and its threshold."""
@@ -235,19 +299,24 @@ class NLISemanticAccuracy(D2TMetric):
         decision, t = self.decision_rule(options.get("decision", CALIBRATED), options.get("ok_threshold"))
         rule = f"decision:{decision}" + (f"|t:{t:.6g}" if t is not None else "")
         templates = "|templates:custom" if self.custom_templates else ""
+        if self.learned_verbalizer:
+            templates += f"|verbalizer:{self.verbalizer_fingerprint()}"
         return (f"metric:nli_semantic_accuracy|config:{self.config_name}|model:{model}{templates}"
-                f"|e2e_ignore_restaurant:{bool(options.get('e2e_ignore_restaurant', False))}|{rule}")
+                f"|e2e_ignore_restaurant:{bool(options.get('e2e_ignore_restaurant', False))}|{rule}"
+                f"|pooling:{options.get('pooling', DEFAULT_POOLING)}")
 
     def corpus_scores(self, examples):
         """The label shares and mean confidence of the per-example results (shards join by it)."""
         return corpus_summary(examples)
 
     def _compute(self, predictions, tables, per_example=False, batch_size=32, show_progress=True, e2e_ignore_restaurant=False,
-                 decision=CALIBRATED, ok_threshold=None):
+                 decision=CALIBRATED, ok_threshold=None, pooling=DEFAULT_POOLING):
         # Checked by compute()/add_batch()/add() before evaluate stored them.
         # The model reads what a reader sees: no invisible characters (untrusted.plain_text).
         with stage("templates"):
             parsed = [plain_table(t) for t in decode_column(tables)]
+            # a learned verbalizer writes the sentences no template gives in one batch
+            self.verbalizer.prepare([t.to_triples() for t in parsed], show_progress=show_progress)
             facts = [make_facts(t, self.verbalizer, e2e_ignore_restaurant) for t in parsed]
         scorer = self.load_model()
         with stage("nli"):
@@ -274,7 +343,7 @@ class NLISemanticAccuracy(D2TMetric):
             dicts = [scorer.as_dict(r) for r in rows]
             # the paper's decision exactly as before (the scorer's argmax); the calibrated one on the probability
             passed = [scorer.is_entailed(r) for r in rows] if rule == PAPER else [passes_threshold(d, threshold) for d in dicts]
-            example = combine(f, plan, dicts, passed)
+            example = combine(f, plan, dicts, passed, pooling)
             example["ignored"] = left_out
             example["text_truncated"] = text_cut
             example["truncated"] = example["truncated"] or text_cut

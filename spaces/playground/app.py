@@ -41,7 +41,7 @@ CHECKOUT_ROOT = os.path.dirname(os.path.dirname(HERE))
 KNOWN = {
     "parent": {"title": "PARENT", "main": ("f1", "F1"), "options": {"return_ngrams": True}},
     "nli_semantic_accuracy": {
-        "title": "NLI semantic accuracy", "main": ("confidence", "confidence"),
+        "title": "NLI semantic accuracy", "main": ("score", "score (checks pooled)"),
         "hub": "roberta-large-mnli", "env": ("NLI_MODEL",),
     },
     "dae": {"title": "DAE", "main": ("score", "mean arc P(entailed)"), "env": ("DAE_MODEL",)},

@@ -5,8 +5,8 @@
 
 The calibrated decision: a check (one fact, table→text; the text, text→table)
 fails when its entailment probability is below ``t``; an output is OK when no
-check fails, i.e. when its score (the smallest entailment probability over
-its checks) is >= t. So ``t`` is fitted on the per-output scores:
+check fails, i.e. when its confidence (the smallest entailment probability over
+its checks) is >= t. So ``t`` is fitted on the per-output confidences:
 
 * **Raters' OK** = mean semantics rating >= 2.0. Issue #34's held-out
   evaluation calls an output OK at >= 50 on its 0-100 scale, the scale's
@@ -111,25 +111,27 @@ def fit_calibration(scores, semantics, categories, unseen: Sequence[str], paper_
 # ---------------------------------------------------------------- scores
 
 
-def metric_scores(config: str, model: str, items, batch_size: int) -> Dict:
+def metric_scores(config: str, model: str, items, batch_size: int, verbalizer: Optional[str] = None) -> Dict:
     """Per-output scores and paper labels of the metric run on ``items`` (and its signature)."""
     import d2t_metrics
 
-    metric = d2t_metrics.load("nli_semantic_accuracy", config, model=model)
+    metric = d2t_metrics.load("nli_semantic_accuracy", config, model=model, verbalizer=verbalizer)
     out = metric.compute(predictions=[it.prediction for it in items], tables=[it.table for it in items],
                          per_example=True, batch_size=batch_size, show_progress=False, decision="paper")
     examples = out["examples"]
-    return {"scores": np.array([e["score"] for e in examples], dtype=float),
+    # the labels follow the confidence (the lowest check), whatever the score's pooling
+    return {"scores": np.array([e["confidence"] for e in examples], dtype=float),
             "paper_ok": np.array([e["ok"] for e in examples], dtype=bool),
-            "signature": metric.signature(decision="paper"), "model_name": metric.model_name}
+            "signature": metric.signature(decision="paper"), "model_name": metric.model_name,
+            "verbalizer": metric.verbalizer_fingerprint()}
 
 
 def dump_scores(path: str, dataset) -> Dict:
     rows = gen.read_dump(path, dataset)
     keep = [r for r, it in zip(rows, dataset.items) if it.system != dataset.reference_system]
-    return {"scores": np.array([r["score"] for r in keep], dtype=float),
+    return {"scores": np.array([r["example"].get("confidence", r["score"]) for r in keep], dtype=float),
             "paper_ok": np.array([bool(r["example"]["ok"]) for r in keep], dtype=bool),
-            "signature": f"(per-output file {path})", "model_name": None}
+            "signature": f"(per-output file {path})", "model_name": None, "verbalizer": None}
 
 
 # ---------------------------------------------------------------- main
@@ -143,6 +145,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                                                 "benchmarks.run --dump-examples file instead of running the metric")
     p.add_argument("--verify", type=int, default=100, help="with --dump: rescore this many of its outputs (drawn at "
                                                           "random, seed 0) with the current code and record the largest score difference")
+    p.add_argument("--verbalizer", default=None, help="the metric's verbalizer argument (default: the metric's default for "
+                                                      "the model; 'templates' fits the templates-only threshold)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--out", default=OUT_PATH)
     return p.parse_args(argv)
@@ -175,13 +179,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     entries = []
     for config in configs:
         print(f"[calibrate] {config}: {len(items)} rated outputs ...", flush=True)
-        got = dump_scores(args.dump, dataset) if args.dump else metric_scores(config, model, items, args.batch_size)
+        got = dump_scores(args.dump, dataset) if args.dump else metric_scores(config, model, items, args.batch_size, args.verbalizer)
         check = {}
         if args.dump and args.verify:
             # the dump was written by another run: how far the current code's scores are from it
             pick = sorted(np.random.default_rng(0).choice(len(items), size=min(args.verify, len(items)), replace=False).tolist())
-            now = metric_scores(config, model, [items[i] for i in pick], args.batch_size)
-            got["signature"] = now["signature"]
+            now = metric_scores(config, model, [items[i] for i in pick], args.batch_size, args.verbalizer)
+            got["signature"], got["verbalizer"] = now["signature"], now["verbalizer"]
             check = {"rescored_now": {"n": len(pick), "max_abs_score_difference": float(np.max(np.abs(now["scores"] - got["scores"][pick]))),
                                       "paper_labels_equal": int(np.sum(now["paper_ok"] == got["paper_ok"][pick]))}}
             print(f"[calibrate] {config}: {check['rescored_now']}", flush=True)
@@ -190,12 +194,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"[calibrate] {config}: t = {report['threshold']:.5f}; out of fold, OK share vs raters' "
               f"(points): unseen {oof['unseen']['gap_points']:+.1f}, seen {oof['seen']['gap_points']:+.1f}", flush=True)
         entries.append({"config": config, "model": os.path.relpath(model, ROOT) if model.startswith(ROOT) else model,
-                        "model_fingerprint": checkpoint_fingerprint(model), "scores_from": got["signature"],
+                        "model_fingerprint": checkpoint_fingerprint(model), "verbalizer": got["verbalizer"],
+                        "scores_from": got["signature"],
                         **({"dump": args.dump} if args.dump else {}), **check, **when, **report})
     result = {
         "decision": "calibrated",
         "rule": "a check fails when its entailment probability is < threshold; an output is OK when no check fails "
-                "(its score, the smallest entailment probability, is >= threshold)",
+                "(its confidence, the smallest entailment probability, is >= threshold)",
         "rater_ok": f"mean semantics >= {RATER_OK}",
         "rater_ok_why": "issue #34's held-out evaluation calls an output OK at >= 50/100, its scale's midpoint; "
                         "the midpoint of WebNLG 2017's 1-3 semantics scale is 2.0 (chosen before any result was seen)",
@@ -204,11 +209,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         **when,  # of the last run; each entry has its own
         "thresholds": entries,
     }
-    if os.path.isfile(args.out):  # configs not refitted this time keep their entries
+    if os.path.isfile(args.out):  # (config, verbalizer) pairs not refitted this time keep their entries
         with open(args.out, encoding="utf-8") as f:
             old = json.load(f)
-        result["thresholds"] += [e for e in old.get("thresholds", []) if e["config"] not in configs]
-        result["thresholds"].sort(key=lambda e: CONFIGS.index(e["config"]) if e["config"] in CONFIGS else len(CONFIGS))
+        fitted = {(e["config"], e.get("verbalizer")) for e in entries}
+        result["thresholds"] += [e for e in old.get("thresholds", []) if (e["config"], e.get("verbalizer")) not in fitted]
+        # per config, the templates' entry (the metric's default) first, then the learned verbalizer's
+        result["thresholds"].sort(key=lambda e: (CONFIGS.index(e["config"]) if e["config"] in CONFIGS else len(CONFIGS),
+                                                 e.get("verbalizer") is not None))
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1, default=float)
         f.write("\n")
