@@ -58,10 +58,7 @@ def test_nli_threshold_file_loads_and_holds_for_the_shipped_checkpoint():
     assert checks.fitted_threshold(data, "default", "00000000") is None  # other weights: no threshold
     assert checks.fitted_threshold(data, "nonsense", default["model_fingerprint"]) is None
     assert checks.fitted_threshold(data, "default", None) is None
-    # the learned verbalizer's sentences have their own threshold
-    learned = [e for (config, verbalizer), e in entries.items() if config == "default" and verbalizer]
-    assert len(learned) == 1 and learned[0]["model_fingerprint"] == default["model_fingerprint"]
-    assert checks.fitted_threshold(data, "default", default["model_fingerprint"], learned[0]["verbalizer"]) == learned[0]["threshold"]
+    # a verbalizer's sentences need their own threshold: none is fitted for one not shipped
     assert checks.fitted_threshold(data, "default", default["model_fingerprint"], "learned@00000000") is None
 
 
