@@ -199,12 +199,15 @@ def render(record: Dict) -> str:
     return "\n".join(lines)
 
 
-def rescored_record(base: Dict, dump: str, pooling: str, filtered: bool, speed: Dict, command: str) -> Dict:
+def rescored_record(base: Dict, dump: str, pooling: str, filtered: bool, speed: Dict, command: str,
+                    dumped_filtered: bool = False) -> Dict:
     """A ``meta_eval/data_questeval.json`` record (``benchmarks.run``'s form, ``base`` giving its
     other fields) whose WebNLG scores and figures are those of ``pooling`` (and, with ``filtered``,
     of the answerable table questions only), rescored from a run made without the filter: exact
     (the same questions and answers; the filter only drops table questions, by the table QA), so
-    they are what a run of the metric with those settings stores. ``speed``: the dumped run's."""
+    they are what a run of the metric with those settings stores. ``dumped_filtered``: the run
+    had the filter on already (2.0's default), so its table questions are the kept ones.
+    ``speed``: the dumped run's."""
     import d2t_metrics
 
     from .data import load_dataset
@@ -221,7 +224,8 @@ def rescored_record(base: Dict, dump: str, pooling: str, filtered: bool, speed: 
     metric = d2t_metrics.load("data_questeval", model=d2t_metrics.checkpoint_path("data_questeval"))
     record["datasets"]["webnlg"] = dict(
         record["datasets"].get("webnlg", {}), n=len(rows), smoke=False,
-        signature=metric.signature(use_references=False, pooling=pooling, filter_table_questions=filtered), speed=speed,
+        signature=metric.signature(use_references=False, pooling=pooling, filter_table_questions=filtered or dumped_filtered),
+        speed=speed,
         measures=figures(dataset, [rescored(r["example"], pooling, keep) for r, keep in zip(rows, keep_of)]), command=command,
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), commit=_git_commit())
     return record
@@ -236,6 +240,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--record-pooling", metavar="POOLING",
                     help="instead: rewrite OUT/data_questeval.json's WebNLG entry with this pooling's rescored figures")
     ap.add_argument("--record-filter", action="store_true", help="with --record-pooling: with the answerability filter on")
+    ap.add_argument("--dumped-filtered", action="store_true",
+                    help="with --record-pooling: the dump's run had the filter on (the default since 2.0)")
     ap.add_argument("--run-seconds", type=float, default=float("nan"), help="with --record-pooling: the dumped run's scoring time")
     ap.add_argument("--run-command", default="", help="with --record-pooling: the command that made the dump")
     args = ap.parse_args(argv)
@@ -258,8 +264,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                  "max_rss_mb": nan, "cuda_peak_mb": nan, "python_peak_mb": nan, "python_peak_n": 0,
                  "load_average": nan, "cpu_count": os.cpu_count()}
         command = (f"{args.run_command}; python -m benchmarks.dq_options --dump <its dump> --record-pooling "
-                   f"{args.record_pooling}" + (" --record-filter" if args.record_filter else ""))
-        record = rescored_record(base, args.dump, args.record_pooling, args.record_filter, speed, command)
+                   f"{args.record_pooling}" + (" --record-filter" if args.record_filter else "")
+                   + (" --dumped-filtered" if args.dumped_filtered else ""))
+        record = rescored_record(base, args.dump, args.record_pooling, args.record_filter, speed, command,
+                                 dumped_filtered=args.dumped_filtered)
         write_json(path, record)
         print(_row(args.record_pooling, headline(record["datasets"]["webnlg"]["measures"])))
         return 0

@@ -613,6 +613,8 @@ def _question_line(q: Dict[str, Any]) -> List[Line]:
 def data_questeval_lines(example: Dict[str, Any], limit: int, row: Dict[str, Any]) -> List[Line]:
     lines: List[Line] = [(2, f"score {number(example.get('score'))}; precision {number(example.get('precision'))}; "
                              f"recall {number(example.get('recall'))} (from the {example.get('source', 'table')})")]
+    if example.get("read_as") and example["read_as"] != row.get("prediction"):
+        lines.append((2, f"Read as (one casing, the table's values as the table writes them): {example['read_as']}"))
     if example.get("missing"):
         lines.append((2, "Table values the text does not give: " + ", ".join(str(m) for m in example["missing"])))
     if example.get("unsupported"):

@@ -7,6 +7,7 @@ are stripped, and unicode is kept intact (``São_Paulo`` → ``São Paulo``).
 from __future__ import annotations
 
 import re
+from typing import Callable, Iterable
 
 _CAMEL_1 = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _CAMEL_2 = re.compile(r"(?<=[A-Z])(?=[A-Z][a-z])")
@@ -50,3 +51,59 @@ def normalize_predicate(text: str) -> str:
     """A predicate as words: ``birthPlace`` → ``birth place``, keeping acronyms (``ICAO``)."""
     words = split_camel_case(normalize_entity(text)).split(" ")
     return " ".join(w if (w.isupper() and len(w) > 1) else w.lower() for w in words)
+
+
+def entity_words(value: str) -> str:
+    """``Aarhus_Airport`` → ``Aarhus Airport``; ``"Aarhus, Denmark"`` → ``Aarhus, Denmark``."""
+    text = _SPACES.sub(" ", value.replace("_", " ")).strip()
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        text = text[1:-1].strip()
+    return text
+
+
+_SPACE_BEFORE = re.compile(r" +([,.;:!?)]|'s\b|n't\b)")
+_SPACE_AFTER = re.compile(r"\( +")
+# not after an initial ("carl a. wirtanen")
+_SENTENCE_START = re.compile(r"(^|(?<!\b\w)[.!?] +)([a-z])")
+# a bound on the work per text: WebNLG tables hold at most 14 values
+MAX_RECASED_VALUES = 64
+# A table value is recased only where it stands as whole words.
+_WORD_EDGE = r"(?<![\w-]){}(?![\w-])"
+# Python lower-cases the Turkish "İ" to "i" and a combining dot above; on an "i" or "j", which
+# already carry a dot, it changes nothing a reader sees
+_DOT_ABOVE = re.compile("(?<=[ij])\u0307+")
+
+
+def _untokenized(text: str) -> str:
+    return _SPACE_AFTER.sub("(", _SPACE_BEFORE.sub(r"\1", text))
+
+
+def restore_form(text: str, values: Iterable[str] = (), lower: Callable[[str], str] = str.lower) -> str:
+    """A text written as WebNLG 2017's system outputs are (lower-cased,
+    punctuation split off) brought back towards ordinary writing, which the
+    models read better (fact_accuracy's extractor: dev F1 79.4 on the corpus's texts against 73.4 on
+    the same texts in that form): spaces before punctuation removed, the
+    table's ``values`` given back their casing where they occur as whole
+    words (longest first; a value is found in the text as ``lower`` writes it), and sentences
+    capitalized. A text with any upper-case letter is returned as it is: its casing is the writer's."""
+    if any(ch.isupper() for ch in text):
+        return text
+    out = _untokenized(text)
+    cased = {entity_words(str(v)) for v in values if str(v)}
+    for value in sorted((v for v in cased if v.lower() != v), key=len, reverse=True)[:MAX_RECASED_VALUES]:
+        out = re.sub(_WORD_EDGE.format(re.escape(_untokenized(lower(value)))), lambda m: value, out)
+    return _SENTENCE_START.sub(lambda m: m.group(1) + m.group(2).upper(), out)
+
+
+def lower_case(text: str) -> str:
+    """``text.lower()`` without the combining dot above that Python adds to an "i" for "İ"."""
+    return _DOT_ABOVE.sub("", text.lower())
+
+
+def read_case_free(text: str, values: Iterable[str] = ()) -> str:
+    """``text`` in one casing whatever its writer's, and with one space between words: lower case,
+    whitespace runs as one space, then restored (:func:`restore_form`: the table's ``values`` given
+    back their casing, sentences capitalized, spaces before punctuation removed). "Alan Bean was born
+    in Wheeler, Texas", its lower-case and its upper-case versions read the same; casing and spacing
+    state no fact, so they cannot move a score (a doubled space would keep a value from its casing)."""
+    return restore_form(" ".join(lower_case(text).split()), values, lower=lower_case)

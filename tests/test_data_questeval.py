@@ -371,9 +371,64 @@ def test_the_first_letters_case_asks_and_answers_the_same():
         for text in (original, original[0].swapcase() + original[1:]):
             m, qg, _ = rule_metric()  # a fresh metric: no cache of questions from the other text
             example = m.compute(predictions=[text], tables=[BEAN], per_example=True, show_progress=False)["examples"][0]
-            seen.append((example["score"], example["sources"], sorted(map(repr, qg.calls))))
+            asked = [(q["question"], q["score"]) for src in example["sources"] for q in src["from_text"] + src["from_source"]]
+            seen.append((example["score"], asked, sorted(map(repr, qg.calls))))
+            # the spans of the text are shown as it writes them ("Alan bean" where it says so)
+            assert all(q["answer"] in text for q in example["sources"][0]["from_text"])
         assert seen[0] == seen[1]
         assert any(original[:9] in c for call in qg.calls for pair in call for c in pair)
+
+
+def test_case_free_reading_asks_and_answers_the_same_whatever_the_casing():
+    """Issue 38: casing states no fact. With case_free (the default with the project's text QG),
+    a text, its lower- and upper-case versions and a Turkish "İ" lower-cased by Python (an "i" and a
+    combining dot) read the same: the table's values keep their casing, sentences start upper case."""
+    table = BEAN + ["Alan_Bean | deathPlace | İzmir"]
+    original = "Alan Bean was born in Wheeler, Texas and died in İzmir. He was a test pilot."
+    seen = []
+    for text in (original, original.lower(), original.upper(), "alan bean was born in wheeler , texas and died in "
+                 "izmir . he was a test pilot ."):
+        m, qg, _ = rule_metric()
+        example = m.compute(predictions=[text], tables=[table], per_example=True, show_progress=False,
+                            case_free=True)["examples"][0]
+        questions = [(q["question"], q["score"]) for src in example["sources"] for side in ("from_text", "from_source")
+                     for q in src[side]]
+        seen.append((example["score"], questions, sorted(map(repr, qg.calls)), example["read_as"]))
+        # what is shown of the text is as the text writes it ("WHEELER" in the upper-case one), but for
+        # Python's two-letter lower case of "İ", which no search whatever the case finds: shown as read
+        shown = [q["answer"] for q in example["sources"][0]["from_text"]]
+        assert shown and [a for a in shown if a not in text] == (["İzmir"] if "\u0307" in text else [])
+    assert all(s == seen[0] for s in seen[1:])
+    assert seen[0][3] == "Alan Bean was born in Wheeler, Texas and died in İzmir. He was a Test pilot."  # the value as written
+    # a name the table does not hold loses its writer's capital: casing is read from the table alone
+    m, _, _ = rule_metric()
+    boston = m.compute(predictions=["Alan Bean was born in Boston."], tables=[BEAN], per_example=True,
+                       show_progress=False, case_free=True)["examples"][0]
+    assert boston["read_as"] == "Alan Bean was born in boston."
+    assert boston["unsupported"] == ["Boston"]  # shown as the text wrote it
+    # off (the default with these rule models, as with a T5 QG): read as written, first letter settled
+    as_written = m.compute(predictions=["ALAN BEAN WAS BORN IN BOSTON."], tables=[BEAN], per_example=True,
+                           show_progress=False)["examples"][0]
+    assert as_written["read_as"] == "ALAN BEAN WAS BORN IN BOSTON." and "case:" not in m.signature()
+    assert "|case:free|" in m.signature(case_free=True)
+    with pytest.raises(ValueError, match="case_free must be True or False"):
+        m.compute(predictions=["x"], tables=[BEAN], case_free="yes")
+
+
+def test_app_shows_how_a_text_was_read():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("d2t_test_data_questeval_app", os.path.join(METRIC, "app.py"))
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    m, _, _ = rule_metric()
+    text = "ALAN BEAN WAS BORN IN <b>BOSTON</b>."
+    example = m.compute(predictions=[text], tables=[BEAN], per_example=True, show_progress=False,
+                        case_free=True)["examples"][0]
+    html = app.explain(example, text)
+    assert "Read as (one casing, the table's values as the table writes them): Alan Bean was born in " in html
+    assert "<b>" not in html.split("Read as")[1].split("</p>")[0]  # escaped, as every text shown
+    assert "Read as" not in app.explain(dict(example, read_as=text), text)
 
 
 def test_caps_bound_the_questions_of_a_huge_table_and_a_long_text(rules):
@@ -611,9 +666,17 @@ def test_project_backends_run_end_to_end(tiny_checkpoints):
 
     signature = m.signature()
     assert f"text_qa:text_qa@{checkpoint_fingerprint(os.path.join(tiny_checkpoints, 'text_qa'))}," in signature
-    assert "reduction:max|questions_per_value:5|questions_per_text_answer:3|" in signature and signature.endswith("|version:2.0")
+    assert "reduction:max|questions_per_value:5|questions_per_text_answer:3|" in signature and signature.endswith("|version:2.1")
     # with the project's table QG, only answerable table questions by default (a T5 QG: every question)
     assert "|table_questions:answerable(f1>=0.5)|" in signature
+    # and with its text QG every text read in one casing (a T5 QG: as written)
+    assert "|case:free|" in signature and "case:" not in m.signature(case_free=False)
+    shouted = m.compute(predictions=["ALAN BEAN WAS BORN IN WHEELER, TEXAS."], tables=[BEAN], per_example=True,
+                        show_progress=False, filter_table_questions=False)["examples"][0]
+    assert shouted["read_as"] == "Alan Bean was born in Wheeler, Texas."
+    assert shouted["score"] == r["examples"][0]["score"]
+    asked = lambda e: [(q["question"], q["score"]) for src in e["sources"] for q in src["from_text"] + src["from_source"]]  # noqa: E731
+    assert asked(shouted) == asked(r["examples"][0])
     assert "answerable" not in m.signature(filter_table_questions=False)
     assert "|questions_per_value:1|" in m.signature(questions_per_value=1)
     assert "|questions_per_text_answer:1|" in m.signature(questions_per_text_answer=1)

@@ -150,6 +150,11 @@ def test_data_questeval_failed_questions_first_and_capped():
     assert "... 3 more questions" in body and "Question 12?" not in body and "Question 9?" in body
     assert "asked about the text, answered on the table:" in body
     assert "Table values the text does not give: Wheeler,_Texas" in body
+    assert "Read as" not in body  # read as written: nothing to say
+    shouted = explain.render(dict(ROW, prediction="ALAN BEAN WAS BORN IN BOSTON."),
+                             {"data_questeval": dict(example, read_as="Alan Bean was born in boston.")}, limit=10, width=120)
+    assert "Read as (one casing, the table's values as the table writes them): Alan Bean was born in boston." in shouted
+    assert explain.render(ROW, {"data_questeval": dict(example, read_as=ROW["prediction"])}, limit=10, width=120) == out
 
 
 def test_new_fields_and_unknown_metrics_are_shown():

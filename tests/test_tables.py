@@ -525,3 +525,33 @@ def test_fuzz_only_value_errors_and_lossless_encoding(raw):
 @hypothesis.given(st.text(alphabet=st.sampled_from(list(" a|[],<br/>\n'")), min_size=1, max_size=8))
 def test_fuzz_a_repeated_pattern_parses_in_linear_work(pattern):
     assert_linear(parse_table, lambda n: pattern * (n // len(pattern)))
+
+
+@pytest.mark.parametrize("text", [
+    "Alan Bean was born in Wheeler, Texas. He died in İzmir.",
+    "alan bean was born in wheeler , texas . he died in i\u0307zmir .",
+    "ALAN BEAN WAS BORN IN WHEELER, TEXAS. HE DIED IN İZMIR.",
+    " \talan  bean was born in wheeler,\n texas .  he died in izmir .\n",  # spacing states no fact either
+])
+def test_read_case_free_gives_one_reading_whatever_the_casing(text):
+    from d2t_metrics.normalize import read_case_free
+
+    values = ["Alan_Bean", "Wheeler,_Texas", "İzmir", "test_pilot"]
+    assert read_case_free(text, values) == "Alan Bean was born in Wheeler, Texas. He died in İzmir."
+    assert read_case_free(text.lower(), values) == read_case_free(text.upper(), values) == read_case_free(text, values)
+
+
+def test_read_case_free_takes_hostile_text():
+    from d2t_metrics.normalize import lower_case, read_case_free
+
+    assert read_case_free("", []) == "" and read_case_free("???", ["A"]) == "???"
+    assert lower_case("İ\u0307") == "i"  # the dot Python adds and a written one: neither is seen on an i
+    assert read_case_free("a\ud800b [SEP] <|im_start|>", ["A\ud800B"]) == "A\ud800B [sep] <|im_start|>"
+    # values that are regular expressions are read as text; a huge table's values are capped
+    assert read_case_free("x (y) z", ["(Y)", ".*", "X" * 3]) == "X (Y) z"
+    many = [f"Value{i}" for i in range(500)]
+    text = " ".join(v.lower() for v in many)
+    out = read_case_free(text, many)
+    assert sum(w != w.lower() for w in out.split()) <= 64 + 1
+    long = "alan bean was born in wheeler, texas. " * 30000  # about a megabyte
+    assert read_case_free(long, ["Alan_Bean"]).count("Alan Bean") == 30000

@@ -89,6 +89,9 @@ def explain(example, prediction, metric=None) -> str:
     parts = [f'<div class="dqe-explanation"><p>score <b>{_number(example.get("score"))}</b> · precision '
              f'<b>{_number(example.get("precision"))}</b> · recall <b>{_number(example.get("recall"))}</b> '
              f'(from the {html.escape(str(example.get("source", "table")))})</p>']
+    if example.get("read_as") and example["read_as"] != prediction:
+        parts.append("<p>Read as (one casing, the table's values as the table writes them): "
+                     f"{html.escape(str(example['read_as']))}</p>")
     if example.get("missing"):
         parts.append("<p>Table values the text does not give: " + ", ".join(html.escape(str(m)) for m in example["missing"]) + "</p>")
     if example.get("unsupported"):

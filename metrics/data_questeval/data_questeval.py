@@ -4,6 +4,7 @@ that asks questions about the table and the text and compares the answers."""
 import dataclasses
 import numbers
 import os
+import re
 
 import evaluate
 
@@ -16,6 +17,7 @@ from d2t_metrics.inputs import check_batch_size
 from d2t_metrics.inputs import decode_table
 from d2t_metrics.linearize import linearize
 from d2t_metrics.metric import D2TMetric
+from d2t_metrics.normalize import read_case_free
 from d2t_metrics.normalize import settle_first_letter
 from d2t_metrics.untrusted import CONTROL_STRINGS
 from d2t_metrics.untrusted import non_claims
@@ -52,7 +54,8 @@ from .scoring import mean_or_none
 # 1.8: what is no claim of a text is left out (untrusted.non_claims); 1.9: the first letter's case settled
 # 2.0: with the project's table QG, only table questions the table QA answers with their value (issue 37);
 #      pooling (QuestEval's mean stays the default)
-VERSION = "2.0"
+# 2.1: with the project's text QG, every text is read in one casing (case_free; issue 38)
+VERSION = "2.1"
 
 _CITATION = """\
 @inproceedings{rebuffel-etal-2021-data,
@@ -135,6 +138,14 @@ Args:
         with the project's table QG (WebNLG 2017: 30 % of its questions
         dropped, segment Pearson 0.735 -> 0.736), False with a T5 QG
         (QuestEval asks every question).
+    case_free (bool, optional): read every text (prediction and references)
+        in one casing whatever its writer's: lower-cased, then the table's
+        values given back their casing, sentences capitalized and spaces
+        before punctuation removed (d2t_metrics.normalize.read_case_free).
+        Casing states no fact, so a text and its lower- or upper-case
+        version get the same score. Default: True with the project's text
+        QG, False with a T5 QG (QuestEval reads texts as written; only the
+        first letter's case is settled by the rest of the text).
     use_cache (bool): keep each source's questions across calls and answer
         each distinct (question, context) once (default True); False
         recomputes everything, as QuestEval without its cache does.
@@ -164,7 +175,9 @@ Returns:
         max_table_values or max_qa_windows, left part of the input unread),
         "ignored" (pieces of the prediction that are no claim of it and are
         not read: control strings, a copy of the input in its format,
-        sentences addressed to the evaluator; d2t_metrics.untrusted.non_claims).
+        sentences addressed to the evaluator; d2t_metrics.untrusted.non_claims)
+        and "read_as" (the prediction as the models read it, see case_free;
+        the spans taken from it are shown as the prediction writes them).
 Examples:
     >>> import d2t_metrics
     >>> dqe = d2t_metrics.load("data_questeval", model=d2t_metrics.checkpoint_path("data_questeval"))
@@ -212,6 +225,9 @@ QUESTION_CACHE_SIZE = 50_000
 # the default with the project's table QG (None: by the QG), never with QuestEval's T5 models.
 FILTER_TABLE_QUESTIONS = None
 POOLING = "mean"
+# Read texts in one casing (normalize.read_case_free): the default with the project's text QG (None: by
+# the QG), trained on cased text; a T5 QG reads texts as written, as QuestEval does.
+CASE_FREE = None
 
 
 def resolve_models(model=None, **roles):
@@ -331,6 +347,10 @@ class DataQuestEval(D2TMetric):
         from the table) and False with a T5 QG (QuestEval asks every question)."""
         return bool(given) if given is not None else self._is_generator("table_qg")
 
+    def case_free(self, given=None) -> bool:
+        """``given``, else True with the project's text QG and False with a T5 QG (QuestEval's reading)."""
+        return bool(given) if given is not None else self._is_generator("text_qg")
+
     def _questions_per(self, role, given) -> int:
         if given is not None:
             return int(given)
@@ -360,6 +380,8 @@ class DataQuestEval(D2TMetric):
             parts.append("caps:{}/{}/{}".format(*caps))
         if self.filter_table_questions(options.get("filter_table_questions", FILTER_TABLE_QUESTIONS)):
             parts.append(f"table_questions:answerable(f1>={ANSWERABLE_F1})")
+        if self.case_free(options.get("case_free", CASE_FREE)):
+            parts.append("case:free")
         if options.get("pooling", POOLING) != "mean":
             parts.append(f"pooling:{options.get('pooling', POOLING)}")
         return "|".join(parts + [f"version:{VERSION}"])
@@ -381,9 +403,9 @@ class DataQuestEval(D2TMetric):
         for name, role in (("questions_per_value", "table_qg"), ("questions_per_text_answer", "text_qg")):
             self._check_questions_per_answer(name, options.get(name), role)
         for flag in ("use_references", "use_cache", "pad_to_max_length", "per_example", "show_progress",
-                     "filter_table_questions"):
-            # filter_table_questions=None: the default, decided by the table QG
-            if flag in options and not isinstance(options[flag], bool) and not (flag == "filter_table_questions"
+                     "filter_table_questions", "case_free"):
+            # filter_table_questions=None and case_free=None: the defaults, decided by the QGs
+            if flag in options and not isinstance(options[flag], bool) and not (flag in ("filter_table_questions", "case_free")
                                                                                  and options[flag] is None):
                 raise ValueError(f"{flag} must be True or False, got {options[flag]!r}")
 
@@ -401,7 +423,8 @@ class DataQuestEval(D2TMetric):
     def _compute(self, predictions, references, tables, per_example=False, batch_size=32, show_progress=True,
                  use_references=True, reduction="max", max_answers=MAX_ANSWERS, use_cache=True, pad_to_max_length=False,
                  questions_per_value=None, questions_per_text_answer=None, max_table_values=MAX_TABLE_VALUES,
-                 max_qa_windows=MAX_QA_WINDOWS, filter_table_questions=FILTER_TABLE_QUESTIONS, pooling=POOLING):
+                 max_qa_windows=MAX_QA_WINDOWS, filter_table_questions=FILTER_TABLE_QUESTIONS, pooling=POOLING,
+                 case_free=CASE_FREE):
         backends = self.load_model()
         per_value = self.questions_per_value(questions_per_value)
         saved_windows = {role: b.max_windows for role, b in backends.items() if hasattr(b, "max_windows")}
@@ -414,25 +437,36 @@ class DataQuestEval(D2TMetric):
             # "</s>", "<|endoftext|>"), change what a model reads, not what the text or table says
             clean = _cleaner(self._control_strings())
             given = list(predictions)
-            # the first letter's case as the rest of the text sets it: "alan bean was ..." and
-            # "Alan bean was ..." ask and answer the same questions (normalize.settle_first_letter)
-            predictions = [settle_first_letter(clean(p)) for p in predictions]
             memo = {}
-            linearized = []
             for i, encoded in enumerate(tables):
                 if encoded not in memo:
-                    memo[encoded] = linearize(_map_table(decode_table(encoded, i), clean))
-                linearized.append(memo[encoded])
+                    table = _map_table(decode_table(encoded, i), clean)
+                    memo[encoded] = (linearize(table), _casing_values(table))
+            # casing states no fact: every text in one casing (case_free), else the first letter's
+            # case as the rest of the text sets it, so "alan bean was ..." and "Alan bean was ..."
+            # ask and answer the same questions (normalize.settle_first_letter)
+            if self.case_free(case_free):
+                def read(text, values):
+                    return read_case_free(clean(text), values)
+            else:
+                def read(text, values):
+                    return settle_first_letter(clean(text))
+            predictions = [read(p, memo[t][1]) for p, t in zip(predictions, tables)]
             sources = []
-            for lin, refs in zip(linearized, references):
-                extra = [settle_first_letter(clean(r)) for r in (refs or []) if r.strip()] if use_references else []
+            for encoded, refs in zip(tables, references):
+                lin, values = memo[encoded]
+                extra = [read(r, values) for r in (refs or []) if r.strip()] if use_references else []
                 sources.append([("table", lin)] + [("text", r) for r in extra if r.strip()])
             run = Run(self, backends, batch_size, show_progress, max_answers, use_cache, per_value,
                       self.questions_per_text_answer(questions_per_text_answer), max_table_values,
                       answerable_f1=ANSWERABLE_F1 if self.filter_table_questions(filter_table_questions) else None)
             examples = run.score(predictions, sources, reduction, pooling)
-            for example, text in zip(examples, given):  # what non_claims left out of each prediction
-                example["ignored"] = clean.ignored.get(text, [])
+            for example, text, read_as in zip(examples, given, predictions):
+                example["ignored"] = clean.ignored.get(text, [])  # what non_claims left out of each prediction
+                example["read_as"] = read_as
+                written = clean(text)
+                if read_as != written:  # the casing read is not the text's: show its spans as written
+                    _show_as_written(example, written)
         finally:
             for backend in backends.values():
                 _set_padding(backend, False)
@@ -459,6 +493,45 @@ def _map_table(table, clean):
     linearizer's tokenizer would split a value at a zero-width character)."""
     entries = [type(entry)(*(clean(member) for member in entry)) for entry in table.entries]
     return dataclasses.replace(table, entries=tuple(entries))
+
+
+def _show_as_written(example, text):
+    """The spans of the text in ``example`` (its unsupported answers, its candidates, the answers found
+    on it) as ``text`` writes them ("Boston", not "boston"): what a reader checks against the text.
+    The scores were computed on the spans as read; SQuAD F1 ignores case, as does the default
+    (uncased) BERTScore encoder."""
+    shown = {}
+
+    def written(span):
+        if span not in shown:
+            shown[span] = _as_written(span, text)
+        return shown[span]
+
+    example["unsupported"] = [written(answer) for answer in example["unsupported"]]
+    for source in example["sources"]:
+        for q in source["from_text"]:
+            q["answer"] = written(q["answer"])
+        for q in source["from_source"]:
+            q["predicted"] = written(q["predicted"]) if q["predicted"] else q["predicted"]
+
+
+def _as_written(answer, text):
+    """``answer`` (a span of the text as the models read it) as ``text`` writes it: its words found in
+    ``text`` as whole words, whatever their case and the spaces between them; ``answer`` itself when
+    they are not."""
+    words = answer.split()
+    if not words or len(words) > 64:
+        return answer
+    found = re.search(r"(?<!\w)" + r"\s*".join(map(re.escape, words)) + r"(?!\w)", text, flags=re.IGNORECASE)
+    return found.group(0) if found else answer
+
+
+def _casing_values(table):
+    """The values whose casing a case-free reading gives back: each triple's subject and object, or
+    each record's value."""
+    if table.is_triples:
+        return [m for entry in table.entries for m in (entry.subject, entry.object)]
+    return [entry.value for entry in table.entries]
 
 
 def _cleaner(specials):

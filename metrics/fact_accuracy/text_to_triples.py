@@ -25,6 +25,11 @@ from __future__ import annotations
 import re
 from typing import Dict, Iterable, List, Optional, Tuple
 
+# shared with data_questeval, which reads texts in the same restored form; relations.py and
+# extractors.py import them from here
+from d2t_metrics.normalize import entity_words
+from d2t_metrics.normalize import restore_form
+
 PROMPT = "Extract the facts stated in the text as subject | relation | object triples.\nText: {text}\nTriples:"
 RELATIONS_PROMPT = ("Extract the facts stated in the text as subject | relation | object triples.\n"
                     "Relations: {relations}\nText: {text}\nTriples:")
@@ -34,14 +39,6 @@ SEPARATOR = " ; "
 MAX_LISTED_RELATIONS = 24
 MAX_RELATION_CHARS = 64
 _SPACES = re.compile(r"\s+")
-
-
-def entity_words(value: str) -> str:
-    """``Aarhus_Airport`` → ``Aarhus Airport``; ``"Aarhus, Denmark"`` → ``Aarhus, Denmark``."""
-    text = _SPACES.sub(" ", value.replace("_", " ")).strip()
-    if len(text) >= 2 and text[0] == text[-1] == '"':
-        text = text[1:-1].strip()
-    return text
 
 
 def listed_relations(relations: Optional[Iterable[str]]) -> List[str]:
@@ -86,32 +83,3 @@ def parse_triples(generated: str) -> List[Tuple[str, str, str]]:
     return found
 
 
-_SPACE_BEFORE = re.compile(r" +([,.;:!?)]|'s\b|n't\b)")
-_SPACE_AFTER = re.compile(r"\( +")
-# not after an initial ("carl a. wirtanen")
-_SENTENCE_START = re.compile(r"(^|(?<!\b\w)[.!?] +)([a-z])")
-# a bound on the work per text: WebNLG tables hold at most 14 values
-MAX_RECASED_VALUES = 64
-# A table value is recased only where it stands as whole words.
-_WORD_EDGE = r"(?<![\w-]){}(?![\w-])"
-
-
-def _untokenized(text: str) -> str:
-    return _SPACE_AFTER.sub("(", _SPACE_BEFORE.sub(r"\1", text))
-
-
-def restore_form(text: str, values: Iterable[str] = ()) -> str:
-    """A text written as WebNLG 2017's system outputs are (lower-cased,
-    punctuation split off) brought back towards ordinary writing, which the
-    extractor reads better (dev F1 79.4 on the corpus's texts against 73.4 on
-    the same texts in that form): spaces before punctuation removed, the
-    table's ``values`` given back their casing where they occur as whole
-    words (longest first), and sentences capitalized. A text with any
-    upper-case letter is returned as it is: its casing is the writer's."""
-    if any(ch.isupper() for ch in text):
-        return text
-    out = _untokenized(text)
-    cased = {entity_words(str(v)) for v in values if str(v)}
-    for value in sorted((v for v in cased if v.lower() != v), key=len, reverse=True)[:MAX_RECASED_VALUES]:
-        out = re.sub(_WORD_EDGE.format(re.escape(_untokenized(value.lower()))), lambda m: value, out)
-    return _SENTENCE_START.sub(lambda m: m.group(1) + m.group(2).upper(), out)
