@@ -181,11 +181,8 @@ class LearnedVerbalizer(Verbalizer):
             if learned:
                 out.append((learned[:1].upper() + learned[1:], "learned"))
             else:
-                out.append((Verbalizer.__call__(self, triple), self.source_of_template(triple)))
+                out.append((Verbalizer.__call__(self, triple), Verbalizer.source_of(self, triple)))
         return out
-
-    def source_of_template(self, triple: Triple) -> str:
-        return Verbalizer.source_of(self, triple)
 
     def source_of(self, triple: Triple) -> str:
         """``"template"``, ``"learned"`` or ``"backoff"``: what verbalizes ``triple`` alone."""

@@ -11,6 +11,7 @@ import random
 import pytest
 
 from conftest import ROOT
+from d2t_metrics import normalize
 from metrics.fact_accuracy import extractors as ex
 from metrics.fact_accuracy import text_to_triples as t2t
 from training.fact_accuracy import triples_data
@@ -90,17 +91,17 @@ def test_tokenized_lowercase_writes_texts_as_the_challenge_outputs_are():
 def test_restore_form_gives_table_values_their_casing_back():
     written = triples_data.tokenized_lowercase("Aarhus Airport serves Aarhus, Denmark (the city). It isn't big.")
     values = ["Aarhus_Airport", '"Aarhus, Denmark"', "Aarhus", "2.0"]
-    assert t2t.restore_form(written, values) == "Aarhus Airport serves Aarhus, Denmark (the city). It isn't big."
+    assert normalize.restore_form(written, values) == "Aarhus Airport serves Aarhus, Denmark (the city). It isn't big."
     # whole words only, longest value first, no sentence break after an initial
-    assert t2t.restore_form("aarhusian food by carl a. wirtanen .", ["Aarhus", "Carl A. Wirtanen"]) == \
+    assert normalize.restore_form("aarhusian food by carl a. wirtanen .", ["Aarhus", "Carl A. Wirtanen"]) == \
         "Aarhusian food by Carl A. Wirtanen."
     # a text with any capital is the writer's own
-    assert t2t.restore_form("Aarhus airport , aarhus .", values) == "Aarhus airport , aarhus ."
-    assert t2t.restore_form("", values) == "" and t2t.restore_form("x ( y )", []) == "X (y)"
+    assert normalize.restore_form("Aarhus airport , aarhus .", values) == "Aarhus airport , aarhus ."
+    assert normalize.restore_form("", values) == "" and normalize.restore_form("x ( y )", []) == "X (y)"
     # regex characters in values are literal; hostile sizes stay fast
-    assert t2t.restore_form("a+b (c) .", ["A+B (C)"]) == "A+B (C)."
+    assert normalize.restore_form("a+b (c) .", ["A+B (C)"]) == "A+B (C)."
     long_text = "aarhus " * 200_000
-    assert t2t.restore_form(long_text, ["Aarhus"] * 1000 + [f"V{i}" for i in range(5000)]).startswith("Aarhus Aarhus")
+    assert normalize.restore_form(long_text, ["Aarhus"] * 1000 + [f"V{i}" for i in range(5000)]).startswith("Aarhus Aarhus")
 
 
 def test_training_pairs_lowercase_a_share_of_the_texts_only(entries):

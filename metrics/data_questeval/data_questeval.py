@@ -446,27 +446,26 @@ class DataQuestEval(D2TMetric):
             # case as the rest of the text sets it, so "alan bean was ..." and "Alan bean was ..."
             # ask and answer the same questions (normalize.settle_first_letter)
             if self.case_free(case_free):
-                def read(text, values):
-                    return read_case_free(clean(text), values)
+                read = read_case_free
             else:
                 def read(text, values):
-                    return settle_first_letter(clean(text))
-            predictions = [read(p, memo[t][1]) for p, t in zip(predictions, tables)]
+                    return settle_first_letter(text)
+            written = [clean(p) for p in predictions]
+            predictions = [read(w, memo[t][1]) for w, t in zip(written, tables)]
             sources = []
             for encoded, refs in zip(tables, references):
                 lin, values = memo[encoded]
-                extra = [read(r, values) for r in (refs or []) if r.strip()] if use_references else []
+                extra = [read(clean(r), values) for r in (refs or []) if r.strip()] if use_references else []
                 sources.append([("table", lin)] + [("text", r) for r in extra if r.strip()])
             run = Run(self, backends, batch_size, show_progress, max_answers, use_cache, per_value,
                       self.questions_per_text_answer(questions_per_text_answer), max_table_values,
                       answerable_f1=ANSWERABLE_F1 if self.filter_table_questions(filter_table_questions) else None)
             examples = run.score(predictions, sources, reduction, pooling)
-            for example, text, read_as in zip(examples, given, predictions):
+            for example, text, as_written, read_as in zip(examples, given, written, predictions):
                 example["ignored"] = clean.ignored.get(text, [])  # what non_claims left out of each prediction
                 example["read_as"] = read_as
-                written = clean(text)
-                if read_as != written:  # the casing read is not the text's: show its spans as written
-                    _show_as_written(example, written)
+                if read_as != as_written:  # the casing read is not the text's: show its spans as written
+                    _show_as_written(example, as_written)
         finally:
             for backend in backends.values():
                 _set_padding(backend, False)

@@ -25,6 +25,7 @@ import os
 import re
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from d2t_metrics.normalize import restore_form
 from d2t_metrics.normalize import settle_first_letter
 from d2t_metrics.timing import stage
 
@@ -42,7 +43,6 @@ from .openie import OpenIEExtractor
 from .openie import table_facts_of
 from .text_to_triples import parse_triples
 from .text_to_triples import prompt
-from .text_to_triples import restore_form
 
 METRIC_NAME = "fact_accuracy"
 EXTRACTORS = ("end_to_end", "relations", "openie")
@@ -202,7 +202,7 @@ def plan_reading(text: str, values: Sequence[str] = (), relations: Sequence[str]
     sentence's facts are read without anything that follows it, so an appended instruction
     cannot make the extractor drop what the text said before. With ``restore`` (a table's
     ``values`` given), a text with no capital letter gets the values' casing
-    (``text_to_triples.restore_form``). The first letter's case is read as the rest of the text
+    (``normalize.restore_form``). The first letter's case is read as the rest of the text
     sets it (``normalize.settle_first_letter``), and whitespace runs as one space."""
     clean, offsets = clean_with_offsets(text)
     blanked, spans = blank_format_imitation(clean, relations)
@@ -253,7 +253,7 @@ class EndToEndExtractor(Extractor):
     table; otherwise it reads the text alone. With a table, a text written as
     WebNLG 2017's system outputs are (lower-cased, punctuation split off) is
     first given back the table values' casing and ordinary punctuation
-    (``text_to_triples.restore_form``; ``restore_form=False`` reads it as
+    (``normalize.restore_form``; ``restore_form=False`` reads it as
     written)."""
 
     name = "end_to_end"

@@ -48,10 +48,10 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from d2t_metrics import bases
+from d2t_metrics.normalize import entity_words
 
 from .facts import Extractor
 from .facts import Fact
-from .text_to_triples import entity_words
 
 NONE = "none"
 KIND = "fact-accuracy-relation-classifier"

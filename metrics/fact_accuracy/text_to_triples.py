@@ -25,10 +25,7 @@ from __future__ import annotations
 import re
 from typing import Dict, Iterable, List, Optional, Tuple
 
-# shared with data_questeval, which reads texts in the same restored form; relations.py and
-# extractors.py import them from here
 from d2t_metrics.normalize import entity_words
-from d2t_metrics.normalize import restore_form
 
 PROMPT = "Extract the facts stated in the text as subject | relation | object triples.\nText: {text}\nTriples:"
 RELATIONS_PROMPT = ("Extract the facts stated in the text as subject | relation | object triples.\n"
