@@ -86,6 +86,20 @@ def test_question_scores_are_clipped_and_averaged():
         scoring.reduce_sources([0.1], "min")
 
 
+def test_a_wrong_answer_keeps_no_answerability_when_matched():
+    """Issue 38: QuestEval's mean gives a question answered confidently with another value a third for
+    its answerability alone, more than a question not answered; ``matched`` counts the answerability
+    only as far as the answer matches (x max(F1, BERTScore))."""
+    wrong, unanswered = (0.95, 0.0, 0.2), (0.05, 0.0, 0.0)
+    assert scoring.question_score(*wrong) > scoring.question_score(*unanswered) + 0.3
+    assert scoring.question_score(*wrong, matched=True) == pytest.approx((0.95 * 0.2 + 0.0 + 0.2) / 3)
+    assert scoring.question_score(*wrong, matched=True) < 0.15
+    # a matching answer keeps everything; a partial one keeps its best match's share
+    assert scoring.question_score(0.9, 1.0, 1.0, matched=True) == scoring.question_score(0.9, 1.0, 1.0)
+    assert scoring.question_score(0.9, 0.5, 0.8, matched=True) == pytest.approx((0.9 * 0.8 + 0.5 + 0.8) / 3)
+    assert scoring.question_score(1.7, -0.2, 0.5, matched=True) == pytest.approx((0.5 + 0.0 + 0.5) / 3)  # clipped first
+
+
 def test_several_questions_about_one_candidate_count_as_one():
     questions = [{"answer": "Alan Bean", "candidate": 0, "score": 1.0}, {"answer": "Alan Bean", "candidate": 0, "score": 0.0},
                  {"answer": "Alan Bean", "candidate": 0, "score": 0.2}, {"answer": "Texas", "candidate": 1, "score": 0.9}]
@@ -590,6 +604,45 @@ def test_the_filter_keeps_the_table_questions_the_table_answers():
         m.compute(predictions=texts, tables=[BEAN, BEAN], filter_table_questions="yes")
 
 
+class SwappedValueQA(ExactQA):
+    """ExactQA, except that a text saying "Boston" answers the birthplace question with it, confidently."""
+
+    def answer(self, questions, contexts, batch_size=None, show_progress=True):
+        from metrics.data_questeval.qa import QAResult
+
+        out = super().answer(questions, contexts)
+        return [QAResult("Boston", 0.95) if q == "What is Wheeler , Texas?" and "Boston" in c else r
+                for q, c, r in zip(questions, contexts, out)]
+
+
+def test_a_value_stated_otherwise_counts_as_missing_when_wrong_answers_are_penalized():
+    qg, qa = RuleQG(), SwappedValueQA()
+    m = evaluate.load(METRIC, text_qg=qg, table_qg=qg, text_qa=qa, table_qa=qa)
+    text = ["Alan Bean was born in Boston and was a test pilot."]
+    kwargs = dict(predictions=text, tables=[BEAN], per_example=True, show_progress=False)
+    plain = m.compute(**kwargs)["examples"][0]
+    penalized = m.compute(penalize_wrong_answers=True, **kwargs)["examples"][0]
+
+    def birthplace(example):
+        return next(q for q in example["sources"][0]["from_source"] if q["answer"] == "Wheeler , Texas")
+
+    before, after = birthplace(plain), birthplace(penalized)
+    assert before["predicted"] == after["predicted"] == "Boston" and before["answerability"] == after["answerability"] == 0.95
+    assert before["score"] == pytest.approx(scoring.question_score(0.95, before["f1"], before["bertscore"]), abs=1e-6)
+    assert after["score"] == pytest.approx(scoring.question_score(0.95, after["f1"], after["bertscore"], matched=True), abs=1e-6)
+    assert after["score"] < before["score"] - 0.2
+    assert "Wheeler , Texas" in penalized["missing"] and penalized["recall"] < plain["recall"]
+    # the other questions, and the text's own claims answered on the table, are scored as before
+    rest = lambda e: [q for q in e["sources"][0]["from_source"] if q["answer"] != "Wheeler , Texas"]  # noqa: E731
+    assert rest(penalized) == rest(plain) and penalized["sources"][0]["from_text"] == plain["sources"][0]["from_text"]
+    # off by default with QGs other than the project's generator (QuestEval's scores); None is that default
+    assert m.compute(penalize_wrong_answers=None, **kwargs)["examples"][0] == plain
+    assert "wrong_answers:penalized" in m.signature(penalize_wrong_answers=True)
+    assert "wrong_answers" not in m.signature()
+    with pytest.raises(ValueError, match="penalize_wrong_answers must be True or False"):
+        m.compute(predictions=text, tables=[BEAN], penalize_wrong_answers="yes")
+
+
 def test_the_batched_answerability_step_answers_each_distinct_pair_once():
     from metrics.data_questeval.pipeline import check_answerable
 
@@ -666,11 +719,13 @@ def test_project_backends_run_end_to_end(tiny_checkpoints):
 
     signature = m.signature()
     assert f"text_qa:text_qa@{checkpoint_fingerprint(os.path.join(tiny_checkpoints, 'text_qa'))}," in signature
-    assert "reduction:max|questions_per_value:5|questions_per_text_answer:3|" in signature and signature.endswith("|version:2.1")
+    assert "reduction:max|questions_per_value:5|questions_per_text_answer:3|" in signature and signature.endswith("|version:2.2")
     # with the project's table QG, only answerable table questions by default (a T5 QG: every question)
     assert "|table_questions:answerable(f1>=0.5)|" in signature
     # and with its text QG every text read in one casing (a T5 QG: as written)
     assert "|case:free|" in signature and "case:" not in m.signature(case_free=False)
+    # and a table value answered with another value counts as missing (a T5 QG: QuestEval's mean)
+    assert "|wrong_answers:penalized|" in signature and "wrong_answers" not in m.signature(penalize_wrong_answers=False)
     shouted = m.compute(predictions=["ALAN BEAN WAS BORN IN WHEELER, TEXAS."], tables=[BEAN], per_example=True,
                         show_progress=False, filter_table_questions=False)["examples"][0]
     assert shouted["read_as"] == "Alan Bean was born in Wheeler, Texas."

@@ -55,7 +55,9 @@ from .scoring import mean_or_none
 # 2.0: with the project's table QG, only table questions the table QA answers with their value (issue 37);
 #      pooling (QuestEval's mean stays the default)
 # 2.1: with the project's text QG, every text is read in one casing (case_free; issue 38)
-VERSION = "2.1"
+# 2.2: with the project's table QG, a table value the text answers with another value counts as missing
+#      (penalize_wrong_answers; issue 38's swapped value)
+VERSION = "2.2"
 
 _CITATION = """\
 @inproceedings{rebuffel-etal-2021-data,
@@ -146,6 +148,13 @@ Args:
         version get the same score. Default: True with the project's text
         QG, False with a T5 QG (QuestEval reads texts as written; only the
         first letter's case is settled by the rest of the text).
+    penalize_wrong_answers (bool, optional): on the recall side (the table's
+        questions answered on the text), a question's answerability counts
+        only as far as the text's answer matches the value (answerability x
+        max(F1, BERTScore)), so a text that states another value for a fact
+        scores as low on it as a text that omits it; QuestEval's mean credits
+        a confident wrong answer with its answerability. Default: True with
+        the project's table QG, False with a T5 QG (QuestEval's scores).
     use_cache (bool): keep each source's questions across calls and answer
         each distinct (question, context) once (default True); False
         recomputes everything, as QuestEval without its cache does.
@@ -228,6 +237,9 @@ POOLING = "mean"
 # Read texts in one casing (normalize.read_case_free): the default with the project's text QG (None: by
 # the QG), trained on cased text; a T5 QG reads texts as written, as QuestEval does.
 CASE_FREE = None
+# On the recall side, answerability counts as far as the answer matches (scoring.question_score's
+# matched): the default with the project's table QG (None: by the QG), never with QuestEval's T5 models.
+PENALIZE_WRONG_ANSWERS = None
 
 
 def resolve_models(model=None, **roles):
@@ -351,6 +363,10 @@ class DataQuestEval(D2TMetric):
         """``given``, else True with the project's text QG and False with a T5 QG (QuestEval's reading)."""
         return bool(given) if given is not None else self._is_generator("text_qg")
 
+    def penalize_wrong_answers(self, given=None) -> bool:
+        """``given``, else True with the project's table QG and False with a T5 QG (QuestEval's scores)."""
+        return bool(given) if given is not None else self._is_generator("table_qg")
+
     def _questions_per(self, role, given) -> int:
         if given is not None:
             return int(given)
@@ -382,6 +398,8 @@ class DataQuestEval(D2TMetric):
             parts.append(f"table_questions:answerable(f1>={ANSWERABLE_F1})")
         if self.case_free(options.get("case_free", CASE_FREE)):
             parts.append("case:free")
+        if self.penalize_wrong_answers(options.get("penalize_wrong_answers", PENALIZE_WRONG_ANSWERS)):
+            parts.append("wrong_answers:penalized")
         if options.get("pooling", POOLING) != "mean":
             parts.append(f"pooling:{options.get('pooling', POOLING)}")
         return "|".join(parts + [f"version:{VERSION}"])
@@ -402,11 +420,10 @@ class DataQuestEval(D2TMetric):
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         for name, role in (("questions_per_value", "table_qg"), ("questions_per_text_answer", "text_qg")):
             self._check_questions_per_answer(name, options.get(name), role)
-        for flag in ("use_references", "use_cache", "pad_to_max_length", "per_example", "show_progress",
-                     "filter_table_questions", "case_free"):
-            # filter_table_questions=None and case_free=None: the defaults, decided by the QGs
-            if flag in options and not isinstance(options[flag], bool) and not (flag in ("filter_table_questions", "case_free")
-                                                                                 and options[flag] is None):
+        by_the_models = ("filter_table_questions", "case_free", "penalize_wrong_answers")
+        for flag in ("use_references", "use_cache", "pad_to_max_length", "per_example", "show_progress") + by_the_models:
+            # None for the flags in by_the_models: the defaults, decided by the QGs
+            if flag in options and not isinstance(options[flag], bool) and not (flag in by_the_models and options[flag] is None):
                 raise ValueError(f"{flag} must be True or False, got {options[flag]!r}")
 
     def _check_questions_per_answer(self, name, count, role):
@@ -424,7 +441,7 @@ class DataQuestEval(D2TMetric):
                  use_references=True, reduction="max", max_answers=MAX_ANSWERS, use_cache=True, pad_to_max_length=False,
                  questions_per_value=None, questions_per_text_answer=None, max_table_values=MAX_TABLE_VALUES,
                  max_qa_windows=MAX_QA_WINDOWS, filter_table_questions=FILTER_TABLE_QUESTIONS, pooling=POOLING,
-                 case_free=CASE_FREE):
+                 case_free=CASE_FREE, penalize_wrong_answers=PENALIZE_WRONG_ANSWERS):
         backends = self.load_model()
         per_value = self.questions_per_value(questions_per_value)
         saved_windows = {role: b.max_windows for role, b in backends.items() if hasattr(b, "max_windows")}
@@ -459,7 +476,8 @@ class DataQuestEval(D2TMetric):
                 sources.append([("table", lin)] + [("text", r) for r in extra if r.strip()])
             run = Run(self, backends, batch_size, show_progress, max_answers, use_cache, per_value,
                       self.questions_per_text_answer(questions_per_text_answer), max_table_values,
-                      answerable_f1=ANSWERABLE_F1 if self.filter_table_questions(filter_table_questions) else None)
+                      answerable_f1=ANSWERABLE_F1 if self.filter_table_questions(filter_table_questions) else None,
+                      penalize_wrong_answers=self.penalize_wrong_answers(penalize_wrong_answers))
             examples = run.score(predictions, sources, reduction, pooling)
             for example, text, as_written, read_as in zip(examples, given, written, predictions):
                 example["ignored"] = clean.ignored.get(text, [])  # what non_claims left out of each prediction

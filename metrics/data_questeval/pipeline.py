@@ -88,8 +88,9 @@ class Run:
     verdict depends on the table alone, so a text cannot change which of its facts are asked about."""
 
     def __init__(self, metric, backends, batch_size, show_progress, max_answers, use_cache, questions_per_value=1,
-                 questions_per_text_answer=1, max_table_values=None, answerable_f1=None):
+                 questions_per_text_answer=1, max_table_values=None, answerable_f1=None, penalize_wrong_answers=False):
         self.metric, self.backends = metric, backends
+        self.penalize_wrong_answers = bool(penalize_wrong_answers)  # scoring.question_score(matched=) on the recall side
         self.batch_size, self.show_progress = int(batch_size), bool(show_progress)
         self.max_answers, self.use_cache = int(max_answers), bool(use_cache)
         self.max_table_values = int(max_table_values if max_table_values is not None else max_answers)
@@ -325,7 +326,8 @@ class Run:
                 examples[e]["sources"][s][side].append({
                     "question": question, "answer": answer, "candidate": candidate, "predicted": result.answer,
                     "answerability": round(float(result.answerability), 6), "f1": round(f1, 6), "bertscore": round(b, 6),
-                    "score": round(question_score(result.answerability, f1, b), 6)})
+                    "score": round(question_score(result.answerability, f1, b,
+                                                  matched=self.penalize_wrong_answers and side == "from_source"), 6)})
             for e, hyp in enumerate(predictions):
                 examples[e] = _finish(examples[e], empty=not hyp.strip(), reduction=reduction, pooling=pooling)
                 examples[e]["truncated"] = truncated[e]

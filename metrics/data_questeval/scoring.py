@@ -17,7 +17,10 @@ predicted answer against the answer the question was generated from) and
 ``bertscore`` (BERTScore F1 of the same two strings). Each is clipped to
 [0, 1]; a side's score is the mean over its questions of the mean of the three
 (QuestEval averages each kind over the questions, then the kinds: the same
-number). Where several questions ask about one answer candidate (the
+number). With ``matched`` (the metric's ``penalize_wrong_answers``, on the
+recall side), the answerability counts only as far as the answer matches:
+a table value the text answers with another value is then as missing as
+one the text does not answer (QuestEval scores it a third higher). Where several questions ask about one answer candidate (the
 table side with the project's QG, ``questions_per_value``), the candidate's
 score is the mean of its questions' and the side's the mean over
 candidates. The example's score against one source is the mean of its two
@@ -59,9 +62,15 @@ def clip01(x: float) -> float:
     return min(1.0, max(0.0, float(x)))
 
 
-def question_score(answerability: float, f1: float, bertscore: float) -> float:
-    """One question's score: the mean of its three clipped numbers."""
-    return (clip01(answerability) + clip01(f1) + clip01(bertscore)) / 3.0
+def question_score(answerability: float, f1: float, bertscore: float, matched: bool = False) -> float:
+    """One question's score: the mean of its three clipped numbers. With ``matched``, the answerability
+    counts only as far as the answer matches the expected one (× max(F1, BERTScore)): a question
+    answered confidently with another value then scores about as low as one not answered at all,
+    where QuestEval's mean gives it a third for its answerability alone."""
+    a, f, b = clip01(answerability), clip01(f1), clip01(bertscore)
+    if matched:
+        a *= max(f, b)
+    return (a + f + b) / 3.0
 
 
 def candidate_scores(questions: Sequence[Dict[str, Any]]) -> List[Tuple[str, float]]:
