@@ -7,7 +7,7 @@ run from a directory outside the checkout, so that no example leans on
 relative paths.
 
 The cards are also held to the shape of evaluate's own cards (Hub front
-matter, the sections in order, at most ~250 lines), with their run history
+matter, the sections in order, at most 200 lines, as the project guide asks), with their run history
 in ``benchmarks/history/<name>.md``."""
 
 import doctest
@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARD_SECTIONS = ("## Metric Description", "## How to Use", "### Inputs", "## Output Values",
                  "### Values from Popular Papers", "## Examples", "## Limitations and Bias", "## Citation",
                  "## Further References")
-MAX_CARD_LINES = 250
+MAX_CARD_LINES = 200
 PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", flags=re.S)
 
 
