@@ -154,6 +154,45 @@ def test_triples_command_refuses_bad_options(tmp_path, capsys):
         assert "--listed-share and --lowercase-share must be in [0, 1]" in capsys.readouterr().err
 
 
+def test_extra_data_adds_only_entries_with_new_inputs(tmp_path):
+    """--extra-data (e.g. WebNLG 3.0 train): an entry whose input is a held-out one (--exclude-inputs)
+    or already in --data is left out, compared as the templates' extraction compares inputs
+    (underscores, quotes and case ignored)."""
+    from d2t_metrics.datasets import load_webnlg_xml
+    from training.fact_accuracy.train import extra_entries
+
+    main_entries = load_webnlg_xml(write_webnlg(str(tmp_path / "main"), ENTRIES[:2]))
+    held_out = write_webnlg(str(tmp_path / "test"), [ENTRIES[2]])
+    new_entry = ([("Apollo_12", "operator", "NASA")], [("Apollo 12 was operated by NASA.", {})])
+    same_as_main = ([("denmark", "leaderName", "Lars Løkke Rasmussen")], [("Another text.", {})])  # ENTRIES[1]'s input
+    extra = write_webnlg(str(tmp_path / "v3"), [ENTRIES[2], same_as_main, new_entry, new_entry])
+    kept, counts = extra_entries(main_entries, [extra], [held_out])
+    assert [[(t.subject, t.predicate, t.object) for t in e.table] for e in kept] == [[("Apollo_12", "operator", "NASA")]]
+    assert counts == {"read": 4, "removed_excluded_input": 1, "removed_already_in_data": 2, "kept": 1}
+
+
+def test_triples_command_records_the_extra_data(tiny_causal_lm, tmp_path, capsys):
+    from training.fact_accuracy.train import main
+
+    data = write_webnlg(str(tmp_path / "train"), ENTRIES[:2])
+    extra = write_webnlg(str(tmp_path / "v3"), ENTRIES[1:])
+    held_out = write_webnlg(str(tmp_path / "test"), [ENTRIES[3]])
+    out = str(tmp_path / "ckpt")
+    common = ["triples", "--out", out, "--base", tiny_causal_lm, "--data", data, "--extra-data", extra,
+              "--exclude-inputs", held_out, "--steps", "1", "--batch-size", "2", "--max-length", "96", "--no-progress"]
+    with pytest.raises(SystemExit):
+        main(common + ["--extra-per-entry", "0"])
+    assert "--extra-per-entry must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(common[:-1] + ["--extra-data", str(tmp_path / "absent"), "--no-progress"])
+    assert "no WebNLG XML folder" in capsys.readouterr().err
+    assert main(common + ["--extra-per-entry", "2"]) == 0
+    training = json.load(open(os.path.join(out, "d2t_config.json")))["training"]
+    assert training["extra_entries"] == {"read": 3, "removed_excluded_input": 1, "removed_already_in_data": 1, "kept": 1}
+    assert training["extra_data"] == [extra] and training["extra_per_entry"] == 2
+    assert training["pairs"] == 2 + 1  # the two --data entries, and the kept one's only text (2 per entry at most)
+
+
 def _prompts_seen(extractor, monkeypatch, texts, tables):
     seen = []
 

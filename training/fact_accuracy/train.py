@@ -7,6 +7,11 @@
     # the relation classifier over entity pairs (MiniLM + LoRA), distant supervision on WebNLG 2017 train
     python -m training.fact_accuracy.train relations --out checkpoints/fact_accuracy/relations
 
+``triples --extra-data FOLDER`` (repeatable) adds the entries of a further WebNLG release (e.g.
+WebNLG 3.0 train) whose triple set is neither an input of ``--exclude-inputs`` (default: WebNLG 2017
+test and dev, the inputs the metrics are measured on) nor one of ``--data``; the recipe records how
+many were read, left out and kept.
+
 Both take ``--seed`` and are resumable: the run's state is saved every
 ``--save-every`` steps to ``OUT.work/`` and a rerun with the same arguments
 goes on from there (``--max-minutes`` stops a run cleanly for that). The
@@ -35,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shlex
 import sys
 import time
@@ -70,12 +76,42 @@ def _default_data(split: str) -> str:
     return os.path.join(shared, "data", "webnlg2017", "xml", split) if shared else ""
 
 
+def extra_entries(main_entries, extra_paths, exclude_paths) -> tuple:
+    """Entries of further WebNLG releases (``--extra-data``, e.g. WebNLG 3.0 train) that add something:
+    without any whose triple set is an input of ``exclude_paths`` (WebNLG 2017 test and dev: the
+    metrics are measured on those inputs) or already an input of ``main_entries``. Returns the entries
+    and the counts removed, for the recipe."""
+    from d2t_metrics.extract_templates import input_key
+
+    excluded = {input_key(e) for path in exclude_paths for e in load_webnlg_xml(path)}
+    known = {input_key(e) for e in main_entries}
+    kept, counts = [], {"read": 0, "removed_excluded_input": 0, "removed_already_in_data": 0}
+    for path in extra_paths:
+        for entry in load_webnlg_xml(path):
+            counts["read"] += 1
+            key = input_key(entry)
+            if key in excluded:
+                counts["removed_excluded_input"] += 1
+            elif key in known:
+                counts["removed_already_in_data"] += 1
+            else:
+                known.add(key)
+                kept.append(entry)
+    counts["kept"] = len(kept)
+    return kept, counts
+
+
 def train_triples(args, command: str) -> dict:
     entries = load_webnlg_xml(args.data)
     if args.max_entries:
         entries = entries[: args.max_entries]
     pairs = training_pairs(entries, seed=args.seed, per_entry=args.per_entry, listed_share=args.listed_share,
                            distractors=args.distractors, lowercase_share=args.lowercase_share)
+    extra, extra_counts = extra_entries(entries, args.extra_data, args.exclude_inputs) if args.extra_data else ([], None)
+    if extra:  # their relations' distractors come from their own categories in their own release
+        pairs += training_pairs(extra, seed=args.seed + 1000, per_entry=args.extra_per_entry, listed_share=args.listed_share,
+                                distractors=args.distractors, lowercase_share=args.lowercase_share)
+        random.Random(args.seed).shuffle(pairs)
     meta = {"kind": "fact-accuracy-text-to-triples",
             # the extractor lists a table's relations in the prompt only for a model trained on such prompts
             "listed_relations": args.listed_share > 0,
@@ -83,6 +119,11 @@ def train_triples(args, command: str) -> dict:
                          "data": os.path.relpath(args.data, ROOT) if args.data else None, "entries": len(entries),
                          "listed_share": args.listed_share, "distractors": args.distractors,
                          "lowercase_share": args.lowercase_share}}
+    if extra_counts:
+        meta["training"]["extra_data"] = list(args.extra_data)  # as given: a download, not part of the checkout
+        meta["training"]["extra_entries"] = extra_counts
+        meta["training"]["extra_per_entry"] = args.extra_per_entry
+        meta["training"]["excluded_inputs"] = [os.path.relpath(p, ROOT) for p in args.exclude_inputs]
     return train_generator(pairs, args.out, meta, base=args.base, steps=args.steps, batch_size=args.batch_size,
                            learning_rate=args.lr, max_length=args.max_length, seed=args.seed, max_minutes=args.max_minutes,
                            save_every=args.save_every, warm_start_from=args.init, show_progress=not args.no_progress)
@@ -290,6 +331,11 @@ def main(argv=None) -> int:
     t.add_argument("--lowercase-share", type=float, default=0.0,
                    help="share of texts given lower-cased with punctuation split off, as WebNLG 2017's system outputs are")
     t.add_argument("--distractors", type=int, default=3, help="at most this many relations of the category the text does not state, per listed prompt")
+    t.add_argument("--extra-data", action="append", default=[],
+                   help="a further WebNLG XML folder (e.g. WebNLG 3.0 train), its entries added unless --exclude-inputs or --data has their input (repeatable)")
+    t.add_argument("--extra-per-entry", type=int, default=1, help="lexicalizations used per --extra-data entry")
+    t.add_argument("--exclude-inputs", action="append", default=None,
+                   help="a WebNLG XML folder whose inputs no --extra-data entry may have (repeatable; default: WebNLG 2017 test and dev)")
     r = sub.add_parser("relations", help="the relation classifier over entity pairs")
     r.add_argument("--base", default=RELATION_BASE)
     r.add_argument("--steps", type=int, default=1200)
@@ -318,6 +364,14 @@ def main(argv=None) -> int:
         _check_relation_args(ap, args)
     elif not 0 <= args.listed_share <= 1 or not 0 <= args.lowercase_share <= 1 or args.distractors < 0:
         ap.error("--listed-share and --lowercase-share must be in [0, 1] and --distractors >= 0")
+    elif args.extra_data:
+        if args.extra_per_entry < 1:
+            ap.error("--extra-per-entry must be >= 1")
+        if args.exclude_inputs is None:
+            args.exclude_inputs = [_default_data("test"), _default_data("dev")]
+        missing = [p for p in args.extra_data + args.exclude_inputs if not p or not os.path.exists(p)]
+        if missing:
+            ap.error(f"no WebNLG XML folder at {missing[0]!r} (--extra-data / --exclude-inputs)")
     if args.threads:
         torch.set_num_threads(args.threads)
     start = time.time()
