@@ -79,26 +79,19 @@ def _default_data(split: str) -> str:
 def extra_entries(main_entries, extra_paths, exclude_paths) -> tuple:
     """Entries of further WebNLG releases (``--extra-data``, e.g. WebNLG 3.0 train) that add something:
     without any whose triple set is an input of ``exclude_paths`` (WebNLG 2017 test and dev: the
-    metrics are measured on those inputs) or already an input of ``main_entries``. Returns the entries
-    and the counts removed, for the recipe."""
-    from d2t_metrics.extract_templates import input_key
+    metrics are measured on those inputs) or already an input of ``main_entries`` or of an earlier
+    extra entry (inputs compared as the templates' extraction compares them). Returns the entries and
+    the counts removed, for the recipe."""
+    from d2t_metrics.extract_templates import input_key, without_inputs
 
-    excluded = {input_key(e) for path in exclude_paths for e in load_webnlg_xml(path)}
-    known = {input_key(e) for e in main_entries}
-    kept, counts = [], {"read": 0, "removed_excluded_input": 0, "removed_already_in_data": 0}
-    for path in extra_paths:
-        for entry in load_webnlg_xml(path):
-            counts["read"] += 1
-            key = input_key(entry)
-            if key in excluded:
-                counts["removed_excluded_input"] += 1
-            elif key in known:
-                counts["removed_already_in_data"] += 1
-            else:
-                known.add(key)
-                kept.append(entry)
-    counts["kept"] = len(kept)
-    return kept, counts
+    read = [e for path in extra_paths for e in load_webnlg_xml(path)]
+    allowed = without_inputs(read, [e for path in exclude_paths for e in load_webnlg_xml(path)])
+    first: dict = {}
+    for entry in without_inputs(allowed, main_entries):
+        first.setdefault(input_key(entry), entry)
+    kept = list(first.values())
+    return kept, {"read": len(read), "removed_excluded_input": len(read) - len(allowed),
+                  "removed_already_in_data": len(allowed) - len(kept), "kept": len(kept)}
 
 
 def train_triples(args, command: str) -> dict:
