@@ -47,6 +47,20 @@ def settle_first_letter(text: str) -> str:
     return text if len(letter) != 1 else text[:first] + letter + text[first + 1:]
 
 
+# A text is written in lower case when at most this share of its words has an upper-case letter:
+# a lower-case system output keeps a copied name's casing now and then ("... is located in
+# İzmir, turkey"), and a cased text capitalizes at least each sentence's first word.
+LOWER_CASE_SHARE = 0.1
+
+
+def written_in_lower_case(text: str) -> bool:
+    """Whether ``text`` is written as lower-case system outputs are: at most one word in ten
+    (:data:`LOWER_CASE_SHARE`) with an upper-case letter, so that the one copied "İzmir" does
+    not make a lower-case text read as cased (issue #38's ``lower_case``)."""
+    words = text.split()
+    return sum(1 for w in words if any(ch.isupper() for ch in w)) <= LOWER_CASE_SHARE * len(words)
+
+
 def normalize_predicate(text: str) -> str:
     """A predicate as words: ``birthPlace`` → ``birth place``, keeping acronyms (``ICAO``)."""
     words = split_camel_case(normalize_entity(text)).split(" ")

@@ -171,7 +171,7 @@ def test_the_default_fuzzy_threshold_forgives_a_copying_slip(openie_metric):
     assert metric.compute(**kwargs, fuzzy_threshold=None)["examples"][0]["num_contradicted"] == 1
     assert f"|fuzzy:{DEFAULT_FUZZY_THRESHOLD}|" in openie_metric.signature()
     assert "|fuzzy:no|" in openie_metric.signature(fuzzy_threshold=None)
-    assert openie_metric.signature(fuzzy_threshold=0.9, ground_truth="table").endswith("|fuzzy:0.9|gt:table|version:1.6")
+    assert openie_metric.signature(fuzzy_threshold=0.9, ground_truth="table").endswith("|fuzzy:0.9|gt:table|version:1.7")
 
 
 def test_relations_compare_through_the_schema():
@@ -351,6 +351,54 @@ def test_the_words_read_do_not_move_with_whitespace_or_the_first_letters_case(or
     wrapped = "  " + "  ".join(words[:3]) + "\n" + "  ".join(words[3:]) + " \t "
     for variant in (swapped, wrapped):
         assert ex.plan_reading(variant, values, restore=True).windows == reference.windows
+
+
+RUN_ON = ("caterpillar inc.. is a key person at douglas r. oberhelman caterpillar inc.. which was founded in united "
+          "states caterpillar inc.. is located in peoria, illinois aidaluna is owned by aida cruises aidaluna powertype "
+          "caterpillar inc..")
+
+
+@pytest.mark.parametrize("original, doubled", [
+    # a WebNLG 2017 output without sentence marks, said twice (issue #38's repeated_sentence: its
+    # windows differed, and the extractor read a fact from one of them)
+    (RUN_ON, RUN_ON + " " + RUN_ON),
+    ("Alan Bean was born in Wheeler. He was a test pilot.", "Alan Bean was born in Wheeler. He was a test pilot. He was a test pilot."),
+    ("Alan Bean was born in Wheeler. He was a test pilot.", "Alan Bean was born in Wheeler. Alan Bean was born in Wheeler. He was a test pilot."),
+    ("It is red.", "It is red. it is red. It is red."),
+])
+def test_a_text_said_twice_is_read_as_said_once(original, doubled):
+    values = ["Caterpillar_Inc.", "Douglas_R._Oberhelman", "Peoria,_Illinois", "AIDAluna", "Alan_Bean"]
+    assert ex.plan_reading(doubled, values, restore=True).windows == ex.plan_reading(original, values, restore=True).windows
+
+
+def test_blank_repeats_blanks_the_second_copy_of_a_run_of_words_only():
+    from metrics.fact_accuracy.grounding import blank_repeats
+
+    text = "Alan Bean was born in Wheeler. Alan Bean was born in Wheeler. He flew."
+    blanked, spans = blank_repeats(text)
+    assert spans == [(31, 61)] and blanked == text[:31] + " " * 30 + text[61:]
+    # shorter runs, and runs that are not adjacent, are the writer's: "New York, New York"
+    for kept in ("New York, New York is big.", "a b a b", "He won. She won. He won.", ". . . . . . . .", ""):
+        assert blank_repeats(kept) == (kept, [])
+    # the work is linear: a sentence repeated to a megabyte is read once, quickly
+    huge = "Alan Bean was born in Wheeler, Texas. " * 25_000
+    blanked, spans = blank_repeats(huge)
+    assert blanked.strip() == "Alan Bean was born in Wheeler, Texas." and len(spans) == 24_999
+
+
+def test_a_lower_case_text_with_one_copied_capital_reads_as_its_lower_case_form():
+    """Issue #38's lower_case: a WebNLG 2017 output in lower case but for a copied "İzmir" read as
+    cased (no values restored), and its lower-cased form (Python writes "i" + U+0307) as restored."""
+    from d2t_metrics.normalize import written_in_lower_case
+
+    text = ("turkey ' s capital is ankara and the leader is ahmet davutoğlu atatürk monument is located "
+            "in İzmir, turkey, where the capital city is bronze.")
+    values = ["Turkey", "Ankara", "Ahmet_Davutoğlu", "Atatürk_Monument_(İzmir)", '"Bronze"']
+    assert written_in_lower_case(text) and written_in_lower_case(text.lower())
+    assert not written_in_lower_case("Alan Bean was born in Wheeler, Texas.") and not written_in_lower_case("Paris")
+    read = ex.plan_reading(text, values, restore=True).windows
+    assert read == ex.plan_reading(text.lower(), values, restore=True).windows
+    assert read[0].startswith("Turkey ' s capital is Ankara and the leader is Ahmet Davutoğlu")  # values' casing back
 
 
 def test_reading_units_are_bounded_and_skip_wordless_pieces():
@@ -619,7 +667,7 @@ def test_end_to_end_metric_with_a_tiny_generator(tiny_triples, monkeypatch):
     assert res["examples"][0]["ungrounded"][0]["object"] == "Boston"
     res = metric.compute(predictions=["Alan Bean was born in Wheeler, not in Boston."], tables=[BEAN], show_progress=False)
     assert (res["accuracy"], res["recall"], res["supported"], res["contradicted"], res["ungrounded"]) == (0.5, 0.5, 1, 1, 0)
-    assert "triples@" in metric.signature() and "|form:restored|" in metric.signature() and metric.signature().endswith("|version:1.6")
+    assert "triples@" in metric.signature() and "|form:restored|" in metric.signature() and metric.signature().endswith("|version:1.7")
     as_written = evaluate.load(METRIC, model=tiny_triples, device="cpu", restore_form=False)
     assert "|form:as-written|" in as_written.signature() and as_written.extractor.restore_form is False
 

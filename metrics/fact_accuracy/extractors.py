@@ -25,13 +25,16 @@ import os
 import re
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from d2t_metrics.normalize import lower_case
 from d2t_metrics.normalize import restore_form
 from d2t_metrics.normalize import settle_first_letter
+from d2t_metrics.normalize import written_in_lower_case
 from d2t_metrics.timing import stage
 
 from .facts import Extractor
 from .facts import Fact
 from .grounding import blank_format_imitation
+from .grounding import blank_repeats
 from .grounding import clean_with_offsets
 from .grounding import find_value
 from .grounding import reading_units
@@ -197,24 +200,30 @@ def plan_reading(text: str, values: Sequence[str] = (), relations: Sequence[str]
                  max_words: int = WINDOW_WORDS, max_units: int = MAX_UNITS) -> ReadingPlan:
     """The windows the extractor reads ``text`` in. Invisible characters are dropped and text
     imitating the output format blanked (``grounding``); the rest is split into sentences
-    (at most ``max_units``, each at most ``max_words`` words). Window 0 is the first sentence;
+    (at most ``max_units``, each at most ``max_words`` words), a run of words said twice in a
+    row read once (``grounding.blank_repeats``). Window 0 is the first sentence;
     window k is sentences k-1 and k: the previous sentence resolves "He" and "It", and a
     sentence's facts are read without anything that follows it, so an appended instruction
     cannot make the extractor drop what the text said before. With ``restore`` (a table's
-    ``values`` given), a text with no capital letter gets the values' casing
+    ``values`` given), a text written in lower case (``normalize.written_in_lower_case``: a
+    copied "İzmir" allowed) is read in lower case with the values' casing given back
     (``normalize.restore_form``). The first letter's case is read as the rest of the text
     sets it (``normalize.settle_first_letter``), and whitespace runs as one space."""
     clean, offsets = clean_with_offsets(text)
-    blanked, spans = blank_format_imitation(clean, relations)
+    # repeats first: a doubled run-on text is one run of words said twice, which the shared
+    # sentence-level rule (untrusted.blank_non_claims) leaves a piece of
+    blanked, spans = blank_format_imitation(blank_repeats(clean)[0], relations)
     units, truncated = reading_units(blanked, max_words, max_units)
     # what the model reads: the first letter's case follows the rest of the text (a swapped
     # first letter must not turn restore_form off, nor change the words read); the evidence
     # spans stay as written (plan.text)
     settled = settle_first_letter(blanked)
-    restore = restore and not any(ch.isupper() for ch in settled)
+    restore = restore and written_in_lower_case(settled)
     pieces = [_SPACES.sub(" ", settled[lo:hi]).strip() for lo, hi in units]
     if restore:
-        pieces = [restore_form(p, values) for p in pieces]
+        # all in lower case first: the text and its lower-cased form read the same
+        # (normalize.lower_case: "İzmir" as "izmir", without Python's combining dot)
+        pieces = [restore_form(lower_case(p), values, lower=lower_case) for p in pieces]
     windows_, ranges = [], []
     for k, (lo, hi) in enumerate(units):
         windows_.append(pieces[k] if k == 0 else pieces[k - 1] + " " + pieces[k])

@@ -218,7 +218,7 @@ class FactAccuracy(D2TMetric):
         t = self.label_threshold(fuzzy) if options.get("ground_truth") in (None, "table") else None
         if t is not None:  # the per-output label's threshold (labels.py), where one applies
             parts.append(f"label_t:{t:.6g}")
-        return "|".join(parts + ["version:1.6"])
+        return "|".join(parts + ["version:1.7"])
 
     def label_threshold(self, fuzzy_threshold=DEFAULT_FUZZY_THRESHOLD):
         """The per-output OK threshold fitted for this extractor, checkpoint and matching (labels.py,

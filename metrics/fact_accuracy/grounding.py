@@ -6,7 +6,11 @@ supported by a span of the text. Four pure steps, each testable without a model:
 1. :func:`clean_with_offsets`: ``d2t_metrics.untrusted.plain_text`` (NUL, zero-width and
    bidi characters dropped), with the offset of every kept character in the given text,
    so that evidence spans point into the prediction as the user wrote it.
-2. :func:`blank_format_imitation`: what is not a claim of the text
+2. :func:`blank_repeats`: a run of words said twice in a row ("X was born in Y. X was born
+   in Y.", or a run-on text doubled) is read once: the second copy is blanked. Saying a
+   fact again states nothing new, and a doubled text read in other windows made the model
+   read other facts (issue #38's ``repeated_sentence``).
+3. :func:`blank_format_imitation`: what is not a claim of the text
    (``d2t_metrics.untrusted.blank_non_claims``, shared by every metric: a tokenizer's
    control tokens such as ``</s>``, ``[SEP]``, ``<|endoftext|>``; ``s | r | o`` triples and
    the ``Triples:``/``Table:`` labels before them; sentences addressed to the evaluator,
@@ -16,10 +20,10 @@ supported by a span of the text. Four pure steps, each testable without a model:
    naming a listed schema relation such as ``birthPlace`` verbatim) is replaced by spaces
    of the same length: the model never reads it, no fact can be grounded in it, and
    offsets are kept.
-3. :func:`reading_units`: the sentences to read, as character ranges (a sentence longer
+4. :func:`reading_units`: the sentences to read, as character ranges (a sentence longer
    than ``max_words`` words is cut between words), at most ``max_units`` of them: the
    bound on an example's work; the rest is not read (``truncated``).
-4. :func:`find_value`: where a fact's subject or object is written in a range of the
+5. :func:`find_value`: where a fact's subject or object is written in a range of the
    text, compared as the matcher compares values (case, accents, punctuation and
    underscores folded; ``Marie_Curie`` = ``Marie Curie``, ``Test pilot`` = ``test
    pilot``), else by the value's head before a comma (``Wheeler, Texas`` read off
@@ -54,6 +58,14 @@ MAX_FUZZY_WINDOWS = 2000
 # A value's head (before its first comma or bracket) grounds it only if this long:
 # "Wheeler" for "Wheeler, Texas", not "A" for "A, B".
 MIN_HEAD_CHARS = 3
+# A repeat is at least this many words with a letter or digit ("It is red. It is red."), at
+# most MAX_REPEAT_WORDS in all; the search for repeats stops after MAX_REPEAT_SCAN kept
+# words (far more than a reading's bound): its work is linear in the text.
+MIN_REPEAT_WORDS = 3
+MAX_REPEAT_WORDS = 400
+MAX_REPEAT_SCAN = 8000
+_TOKEN = re.compile(r"\S+")
+_ALNUM = re.compile(r"[^\W_]")
 
 
 def clean_with_offsets(text: str) -> Tuple[str, List[int]]:
@@ -106,6 +118,53 @@ def blank_format_imitation(text: str, relations: Sequence[str] = ()) -> Tuple[st
         extra += sentences
     # one range per blanked piece (overlaps and whitespace-separated neighbours joined)
     return text, merge_spans(list(spans) + extra, original)
+
+
+def _repeat_ending_at(kept: List[Tuple[str, int, int]], earlier: Sequence[int]) -> Optional[List[Tuple[str, int, int]]]:
+    """The second copy of the shortest run of words said twice in a row that ends with
+    ``kept``'s last word, or ``None``; ``earlier``: the indices of that word before it."""
+    j = len(kept) - 1
+    for p in reversed(earlier):
+        n = j - p  # a run of n words whose first copy ends at p
+        if n > MAX_REPEAT_WORDS or 2 * n > j + 1:
+            return None
+        if n < MIN_REPEAT_WORDS:
+            continue
+        # compared from the end, stopping at the first difference: the work is the match's length
+        k = 1
+        while k < n and kept[p - k][0] == kept[j - k][0]:
+            k += 1
+        second = kept[j + 1 - n:]
+        if k == n and sum(1 for w in second if _ALNUM.search(w[0])) >= MIN_REPEAT_WORDS:
+            return second
+    return None
+
+
+def blank_repeats(text: str) -> Tuple[str, List[Tuple[int, int]]]:
+    """``text`` with the second copy of each run of words said twice in a row replaced by
+    spaces (case folded to compare; punctuation is part of a word), and the blanked ranges.
+    Words are read in order and a repeat is dropped as soon as it is complete, so a sentence
+    said three times is read once, and a text and its doubled form read the same."""
+    kept: List[Tuple[str, int, int]] = []  # (folded word, start, end) of the words read
+    seen: dict = {}  # folded word -> its indices in ``kept`` (stale ones skipped)
+    spans: List[Tuple[int, int]] = []
+    for m in _TOKEN.finditer(text):
+        if len(kept) >= MAX_REPEAT_SCAN:
+            break
+        word = m.group().casefold()
+        j = len(kept)
+        kept.append((word, m.start(), m.end()))
+        second = _repeat_ending_at(kept, seen.get(word, ()))
+        if second is None:
+            seen.setdefault(word, []).append(j)
+            continue
+        spans.append((second[0][1], second[-1][2]))
+        del kept[j + 1 - len(second):]
+        # the blanked words' indices are stale (they are the largest): drop them
+        for positions in (seen.get(w[0]) for w in second):
+            while positions and positions[-1] >= len(kept):
+                positions.pop()
+    return _blank_all(text, spans), spans
 
 
 # A sentence ends at . ! ? followed by whitespace, or at a blank line; not after an initial
