@@ -386,6 +386,30 @@ def test_blank_repeats_blanks_the_second_copy_of_a_run_of_words_only():
     assert blanked.strip() == "Alan Bean was born in Wheeler, Texas." and len(spans) == 24_999
 
 
+def test_blank_repeats_agrees_with_the_plain_quadratic_rule():
+    """On random texts over a few words (many repeats, repeats inside repeats), the linear search
+    keeps exactly the words a plain rule keeps: read word by word, drop the shortest run of 3 or
+    more words that ends with the word read and says the run just before it again."""
+    import random
+
+    from metrics.fact_accuracy.grounding import blank_repeats
+
+    def plain(words):
+        kept = []
+        for w in words:
+            kept.append(w)
+            for n in range(3, len(kept) // 2 + 1):
+                if kept[-n:] == kept[-2 * n:-n]:
+                    del kept[-n:]
+                    break
+        return kept
+
+    rng = random.Random(1)
+    for _ in range(300):
+        words = [rng.choice(["a", "b", "c", "d", "e."]) for _ in range(rng.randrange(1, 80))]
+        assert blank_repeats(" ".join(words))[0].split() == plain(words)
+
+
 def test_a_lower_case_text_with_one_copied_capital_reads_as_its_lower_case_form():
     """Issue #38's lower_case: a WebNLG 2017 output in lower case but for a copied "İzmir" read as
     cased (no values restored), and its lower-cased form (Python writes "i" + U+0307) as restored."""
