@@ -995,12 +995,26 @@ def test_fact_accuracy_and_data_questeval_plan_on_prediction_and_table_alone(mon
 @pytest.mark.parametrize("argv,fragment", [
     (["--model", "nli_semantic_accuracy=./no/such/folder"], "--model nli_semantic_accuracy=./no/such/folder: no such folder"),
     (["--option", "nli_semantic_accuracy.batch_size=0"], "--option for nli_semantic_accuracy: batch_size"),
+    (["--option", "nli_semantic_accuracy.backend=tf"], "--option for nli_semantic_accuracy: backend must be one of"),
 ])
 def test_models_and_options_are_checked_before_any_model_loads(tmp_path, capsys, monkeypatch, argv, fragment):
     _no_model_may_load(monkeypatch)
     inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
     code, _, err = run(capsys, "score", "--metrics", "nli_semantic_accuracy", "--input", inp, *argv)
     assert code == 2 and fragment in err, err
+
+
+def test_the_onnx_backend_from_the_command_line_gives_the_same_labels(tmp_path, capsys, tiny_nli):
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    lines = {}
+    for backend in ("torch", "onnx"):
+        out_path = tmp_path / f"{backend}.jsonl"
+        code, _, err = run(capsys, "score", "--metrics", "nli_semantic_accuracy", "--model", f"nli_semantic_accuracy={tiny_nli}",
+                           "--input", inp, "--output", str(out_path), "--no-progress", "--option", f"nli_semantic_accuracy.backend={backend}")
+        assert code == 0, err
+        lines[backend] = [json.loads(line)["nli_semantic_accuracy"] for line in out_path.read_text().splitlines()]
+    assert [e["label"] for e in lines["onnx"]] == [e["label"] for e in lines["torch"]]
+    assert max(abs(a["score"] - b["score"]) for a, b in zip(lines["onnx"], lines["torch"])) < 1e-5
 
 
 def test_strict_exits_3_when_a_requested_metric_is_skipped(metrics_dir, tmp_path, capsys):
