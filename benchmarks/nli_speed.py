@@ -30,16 +30,16 @@ import csv
 import os
 import platform
 import time
+from importlib.metadata import version
 
 import torch
 
 from benchmarks.nli_quality import model_name, nli_benchmark_parser, shared_data
 from benchmarks.results_md import markdown_table, write_section
+from d2t_metrics.checkpoints import checkpoint_fingerprint
 from d2t_metrics.tables import parse_table
 from d2t_metrics.verbalize import Verbalizer
-from metrics.nli_semantic_accuracy.checks import make_facts, plan_checks
-from d2t_metrics.checkpoints import checkpoint_fingerprint
-from metrics.nli_semantic_accuracy.checks import fitted_threshold, load_calibration
+from metrics.nli_semantic_accuracy.checks import fitted_threshold, load_calibration, make_facts, plan_checks
 from metrics.nli_semantic_accuracy.nli_model import NLIScorer
 
 
@@ -60,12 +60,6 @@ def corpus_checks(shared: str, data: str, n_examples: int, verbalizer):
         facts = make_facts(parse_table(row[mr_key].strip('"'), i), verbalizer)
         out.extend((c.premise, c.hypothesis) for c in plan_checks(i, facts, row[text_key].strip('"')))
     return out, len(rows)
-
-
-def _version(package: str) -> str:
-    from importlib.metadata import version
-
-    return version(package)
 
 
 def one_at_a_time(scorer, pairs, reference_style: bool):
@@ -164,7 +158,7 @@ def main(argv=None):
         f"{cpu_bf16_flags() or 'none found'}. ONNX (float32): labels identical to the metric's for {agree_onnx}/{n} "
         f"checks, largest probability difference {diff_onnx:.2e}"
         + (f"; the calibrated decision (entailment ≥ t = {t_fitted:.6g}) identical for {same_decision}/{n}" if same_decision is not None else "")
-        + f"; ONNX Runtime {_version('onnxruntime')}, time after a warm-up call that exports the graph once."
+        + f"; ONNX Runtime {version('onnxruntime')}, time after a warm-up call that exports the graph once."
     )
     print(table)
     print(summary)

@@ -263,15 +263,18 @@ class NLISemanticAccuracy(D2TMetric):
             self.scorer = NLIScorer(self.model_name, device=self.device_name, dtype=self.dtype, max_length=self.max_length)
         return self.scorer
 
+    def _device(self) -> str:
+        """Where the model runs (resolving it imports torch: only asked when it matters)."""
+        from d2t_metrics.models import get_device  # lazy: torch, which an option check rarely needs
+
+        return get_device(self.device_name)
+
     def _check_option_values(self, options):
         check_batch_size(options.get("batch_size", 32))
         check_decision(options.get("decision", CALIBRATED), options.get("ok_threshold"))
         check_pooling(options.get("pooling", DEFAULT_POOLING))
-        backend = check_backend(options.get("backend", "torch"))
-        if backend == "onnx":  # and where the model will run (resolving the device imports torch)
-            from d2t_metrics.models import get_device
-
-            check_backend(backend, get_device(self.device_name))
+        backend = options.get("backend", "torch")
+        check_backend(backend, self._device() if backend == "onnx" else None)
 
     # -- the decision --------------------------------------------------------
     def fitted_ok_threshold(self):
