@@ -317,6 +317,41 @@ def test_nli_trainer_saves_and_warm_starts_the_peft_layout(tiny_encoder, tmp_pat
         train.main(args(lora_r=4) + ["--out", str(tmp_path / "nli3"), "--init", out])
 
 
+def test_nli_trainer_adds_extra_webnlg_entries_without_held_out_inputs(tiny_encoder, tmp_path, monkeypatch):
+    """--extra-data (e.g. WebNLG 3.0 train): the entries whose input is a WebNLG 2017 test/dev input
+    (--exclude-inputs) or already in 2017 train are left out before the pairs are built; the counts,
+    the exclusion and the pairs per source go into the recipe."""
+    from tests.test_fact_accuracy_relations import ENTRIES, write_webnlg
+    from training.nli_semantic_accuracy import train
+    from training.nli_semantic_accuracy.nli_data import Pair
+
+    shared = tmp_path / "shared"
+    write_webnlg(str(shared / "data" / "webnlg2017" / "xml" / "train"), ENTRIES[:2])
+    held_out = write_webnlg(str(tmp_path / "test"), [ENTRIES[2]])
+    extra = write_webnlg(str(tmp_path / "v3"), ENTRIES[1:])  # one already in train, one held out, one new
+    seen = {}
+
+    def fake_build_pairs(*a, extra_webnlg=(), **k):
+        seen["extra"] = [[(t.subject, t.predicate, t.object) for t in e.table] for e in extra_webnlg]
+        pairs = [Pair("the pub serves food", "food is served", 2, "webnlg3:x"), Pair("a cat", "a dog", 1, "sick")] * 4
+        return pairs, pairs[:2]
+
+    monkeypatch.setattr(train, "build_pairs", fake_build_pairs)
+    out = str(tmp_path / "nli")
+    base = ["--shared", str(shared), "--base", tiny_encoder, "--max-steps", "1", "--batch-size", "4", "--lora-r", "2",
+            "--max-length", "48", "--threads", str(torch.get_num_threads()), "--out", out]
+    with pytest.raises(SystemExit):
+        train.main(base + ["--extra-data", str(tmp_path / "absent"), "--exclude-inputs", held_out])
+    with pytest.raises(SystemExit):
+        train.main(base + ["--source-cap", "webnlg3"])
+    train.main(base + ["--extra-data", extra, "--exclude-inputs", held_out, "--source-cap", "webnlg3=2"])
+    assert seen["extra"] == [[("Italy", "leaderName", "Matteo_Renzi")]]
+    recipe = json.load(open(os.path.join(out, "d2t_config.json")))
+    assert recipe["extra_entries"] == {"read": 3, "removed_excluded_input": 1, "removed_already_in_data": 1, "kept": 1}
+    assert recipe["train_pairs_by_source"] == {"sick": 4, "webnlg3": 2}
+    assert recipe["train_args"]["source_cap"] == ["webnlg3=2"]
+
+
 def test_dae_trainer_saves_and_warm_starts_the_peft_layout(tiny_encoder, tmp_path):
     from training.dae import train
     from metrics.dae.arcs import load_spacy

@@ -159,7 +159,7 @@ def test_extra_data_adds_only_entries_with_new_inputs(tmp_path):
     or already in --data is left out, compared as the templates' extraction compares inputs
     (underscores, quotes and case ignored)."""
     from d2t_metrics.datasets import load_webnlg_xml
-    from training.fact_accuracy.train import extra_entries
+    from training.webnlg_extra import extra_entries
 
     main_entries = load_webnlg_xml(write_webnlg(str(tmp_path / "main"), ENTRIES[:2]))
     held_out = write_webnlg(str(tmp_path / "test"), [ENTRIES[2]])

@@ -93,3 +93,12 @@ def test_subsample_keeps_whole_sources_by_prefix():
     assert len(out) == 20
     assert sum(p.source == "sick" for p in out) == 3
     assert sum(p.source.startswith("e2e") for p in out) == 5
+
+
+def test_subsample_caps_a_source_before_sampling_the_rest():
+    pairs = ([Pair("p", "h", 2, "sick")] * 3 + [Pair("p", "h", 2, f"e2e:{i}") for i in range(40)]
+             + [Pair("p", "h", 2, f"webnlg3:{i}") for i in range(50)])
+    out = subsample(pairs, 0, random.Random(0), source_caps={"e2e": 10, "webnlg3": 60})
+    counts = {s: sum(p.source.split(":")[0] == s for p in out) for s in ("sick", "e2e", "webnlg3")}
+    assert counts == {"sick": 3, "e2e": 10, "webnlg3": 50}  # a cap above a source's size keeps it whole
+    assert len({p.source for p in out if p.source.startswith("e2e")}) == 10  # sampled without repeats

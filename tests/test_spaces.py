@@ -322,9 +322,11 @@ def test_playground_discovers_metric_folders(playground, tmp_path, monkeypatch):
 def test_playground_scores_one_example_with_every_metric(playground):
     import evaluate
 
-    table = ["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | occupation | Test_pilot"]
+    # A second fact the text plainly omits: an unsaid occupation ("Test_pilot", 0.03-0.05 entailment) sits at
+    # the calibrated threshold (0.033 / 0.043 for the last two checkpoints), NASA's selection far below it.
+    table = ["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | selectedByNasa | 1963"]
     prediction = "Alan Bean was born in Wheeler, Texas, and walked on the Moon."
-    reference = "Alan Bean was born in Wheeler, Texas, and became a test pilot."
+    reference = "Alan Bean was born in Wheeler, Texas, and was selected by NASA in 1963."
     results = playground.score_example(table, prediction, reference)
     assert list(results) == playground.discover_metrics()
     for name, result in results.items():
@@ -344,7 +346,7 @@ def test_playground_scores_one_example_with_every_metric(playground):
     nli = results["nli_semantic_accuracy"]
     assert "checkpoints/nli_semantic_accuracy" in nli["model"]
     assert nli["example"]["label"] in ("omission", "hallucination", "omission+hallucination")
-    assert "Test_pilot" in nli["explanation"] and [o["fact"] for o in nli["example"]["omitted_facts"]] == ["Alan_Bean | occupation | Test_pilot"]
+    assert "1963" in nli["explanation"] and [o["fact"] for o in nli["example"]["omitted_facts"]] == ["Alan_Bean | selectedByNasa | 1963"]
 
     dae = results["dae"]
     assert "checkpoints/dae" in dae["model"]

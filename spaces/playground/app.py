@@ -53,9 +53,9 @@ KNOWN = {
 FALLBACK_EXAMPLES = [
     {
         "id": "webnlg", "prediction": "Alan Bean was born in Wheeler, Texas, and walked on the Moon.",
-        "references": ["Alan Bean was born in Wheeler, Texas, and became a test pilot."],
-        "table": ["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | occupation | Test_pilot"],
-        "note": "omission and hallucination",
+        "references": ["Alan Bean was born in Wheeler, Texas, and was selected by NASA in 1963."],
+        "table": ["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | selectedByNasa | 1963"],
+        "note": "omission; the Moon walk is not in the table",
     },
     {
         "id": "e2e", "prediction": "The Eagle is a coffee shop.",

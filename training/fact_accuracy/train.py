@@ -66,6 +66,8 @@ from metrics.fact_accuracy import relations as rel
 from training.fact_accuracy.relation_data import build_examples
 from training.fact_accuracy.relation_data import relation_scores
 from training.fact_accuracy.triples_data import training_pairs
+from training.webnlg_extra import default_exclude_inputs
+from training.webnlg_extra import extra_entries
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))  # the repository root, where recipes' paths are relative to
@@ -74,24 +76,6 @@ ROOT = os.path.dirname(os.path.dirname(HERE))  # the repository root, where reci
 def _default_data(split: str) -> str:
     shared = shared_dir()
     return os.path.join(shared, "data", "webnlg2017", "xml", split) if shared else ""
-
-
-def extra_entries(main_entries, extra_paths, exclude_paths) -> tuple:
-    """Entries of further WebNLG releases (``--extra-data``, e.g. WebNLG 3.0 train) that add something:
-    without any whose triple set is an input of ``exclude_paths`` (WebNLG 2017 test and dev: the
-    metrics are measured on those inputs) or already an input of ``main_entries`` or of an earlier
-    extra entry (inputs compared as the templates' extraction compares them). Returns the entries and
-    the counts removed, for the recipe."""
-    from d2t_metrics.extract_templates import input_key, without_inputs
-
-    read = [e for path in extra_paths for e in load_webnlg_xml(path)]
-    allowed = without_inputs(read, [e for path in exclude_paths for e in load_webnlg_xml(path)])
-    first: dict = {}
-    for entry in without_inputs(allowed, main_entries):
-        first.setdefault(input_key(entry), entry)
-    kept = list(first.values())
-    return kept, {"read": len(read), "removed_excluded_input": len(read) - len(allowed),
-                  "removed_already_in_data": len(allowed) - len(kept), "kept": len(kept)}
 
 
 def train_triples(args, command: str) -> dict:
@@ -361,7 +345,7 @@ def main(argv=None) -> int:
         if args.extra_per_entry < 1:
             ap.error("--extra-per-entry must be >= 1")
         if args.exclude_inputs is None:
-            args.exclude_inputs = [_default_data("test"), _default_data("dev")]
+            args.exclude_inputs = default_exclude_inputs()
         missing = [p for p in args.extra_data + args.exclude_inputs if not p or not os.path.exists(p)]
         if missing:
             ap.error(f"no WebNLG XML folder at {missing[0]!r} (--extra-data / --exclude-inputs)")

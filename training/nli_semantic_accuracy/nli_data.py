@@ -453,21 +453,32 @@ def build_pairs(
     backoff_share: float = 0.4,
     e2e_texts_per_record: int = 3,
     e2e_facts_per_text: int = 2,
+    extra_webnlg: Sequence = (),
 ):
     """``(train_pairs, dev_pairs)``; dev holds out whole WebNLG entries / E2E MRs,
-    plus SICK TEST and RTE test sets."""
+    plus SICK TEST and RTE test sets.
+
+    ``extra_webnlg``: entries of a further WebNLG release (already without WebNLG 2017's test and
+    dev inputs, :func:`training.webnlg_extra.extra_entries`), built as their own source
+    ``webnlg3`` with their own held-out share, and read for the sampled templates of their
+    predicates."""
     rng = random.Random(seed)
     webnlg = load_webnlg_xml(os.path.join(shared, "data", "webnlg2017", "xml", "train"))
-    verbalize = FactVerbalizer(sampled_webnlg_templates(webnlg), rng, backoff_share=backoff_share)
-    w_records = [(tuple(e.table.entries), list(e.lexicalizations)) for e in webnlg if e.lexicalizations]
+    verbalize = FactVerbalizer(sampled_webnlg_templates(list(webnlg) + list(extra_webnlg)), rng, backoff_share=backoff_share)
+
+    def records(entries):
+        return [(tuple(e.table.entries), list(e.lexicalizations)) for e in entries if e.lexicalizations]
+
     e_records = e2e_clean_records(load_e2e_csv(os.path.join(shared, "data", "e2e", "devset.csv")))
 
     train, dev = [], []
     settings = (
         # E2E has few MRs (547) but many references each: use them all.
-        ("webnlg", w_records, max_texts_per_record, None, 2),
+        ("webnlg", records(webnlg), max_texts_per_record, None, 2),
         ("e2e", e_records, max(max_texts_per_record, e2e_texts_per_record), e2e_same_value, e2e_facts_per_text),
     )
+    if extra_webnlg:  # after the two above, so their splits and seeds stay those of the earlier stages
+        settings += (("webnlg3", records(extra_webnlg), max_texts_per_record, None, 2),)
     for k, (name, records, n_texts, same_value, n_facts) in enumerate(settings):
         # A split of its own seed, so the held-out entries don't move when the pairs change.
         tr, dv = split_records(records, dev_share, random.Random(seed + 1000 * (k + 1)))
@@ -482,9 +493,18 @@ def build_pairs(
     return train, dev
 
 
-def subsample(pairs: List[Pair], max_pairs: Optional[int], rng: random.Random, keep_sources: Tuple[str, ...] = ("sick", "rte")) -> List[Pair]:
+def subsample(pairs: List[Pair], max_pairs: Optional[int], rng: random.Random, keep_sources: Tuple[str, ...] = ("sick", "rte"),
+              source_caps: Optional[Dict[str, int]] = None) -> List[Pair]:
     """At most ``max_pairs`` pairs, keeping every pair whose source starts with one
-    of ``keep_sources`` and sampling the rest."""
+    of ``keep_sources`` and sampling the rest. ``source_caps`` first samples a source
+    (the part of ``Pair.source`` before ``:``) down to at most that many pairs, so that a
+    warm-started stage can replay the earlier data in set shares."""
+    if source_caps:
+        by_source: Dict[str, List[Pair]] = defaultdict(list)
+        for p in pairs:
+            by_source[p.source.split(":")[0]].append(p)
+        pairs = [p for name, group in by_source.items()
+                 for p in (rng.sample(group, source_caps[name]) if len(group) > source_caps.get(name, len(group)) else group)]
     if not max_pairs or len(pairs) <= max_pairs:
         out = list(pairs)
     else:

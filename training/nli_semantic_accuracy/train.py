@@ -42,12 +42,15 @@ import torch
 import transformers
 
 from d2t_metrics.checkpoints import DEFAULT_LORA, apply_lora, build_base_model, checkpoint_size, resolve_base, save_checkpoint, warm_start
+from d2t_metrics.datasets import load_webnlg_xml
 from d2t_metrics.datasets import shared_dir
 from d2t_metrics.generator import TimeBudget
 from d2t_metrics.models import get_device
 from d2t_metrics.untrusted import literal_tokenizer
 from training.nli_semantic_accuracy.nli_data import LABELS, Pair, build_pairs, subsample
 from training.ordered_trainer import EpochBatches, EveryNSteps, OrderedTrainer
+from training.webnlg_extra import default_exclude_inputs
+from training.webnlg_extra import extra_entries
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -201,6 +204,13 @@ def main(argv=None):
         "--keep-sources", default="sick,rte",
         help="comma-separated source prefixes kept whole when --max-pairs subsamples (e.g. sick,rte,e2e)",
     )
+    ap.add_argument("--extra-data", action="append", default=[],
+                    help="a further WebNLG XML folder (e.g. WebNLG 3.0 train), its entries added as source webnlg3 "
+                    "unless --exclude-inputs or WebNLG 2017 train has their input (repeatable)")
+    ap.add_argument("--exclude-inputs", action="append", default=None,
+                    help="a WebNLG XML folder whose inputs no --extra-data entry may have (repeatable; default: WebNLG 2017 test and dev)")
+    ap.add_argument("--source-cap", action="append", default=[], metavar="SOURCE=N",
+                    help="sample a source (webnlg, webnlg3, e2e, sick, rte) down to at most N pairs before --max-pairs (repeatable)")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (smoke runs)")
     ap.add_argument("--dev-scores", default=None, help="also write the dev scores as JSON to this file")
     ap.add_argument("--max-dev", type=int, default=0, help="score at most this many dev pairs (0 = all)")
@@ -211,6 +221,12 @@ def main(argv=None):
         "the steps or this time, so a run on a shared CPU still ends on schedule with a decayed rate (0 = off)",
     )
     args = ap.parse_args(argv)
+    source_caps = {}
+    for cap in args.source_cap:
+        name, _, n = cap.partition("=")
+        if not name or not n.isdigit():
+            ap.error(f"--source-cap takes SOURCE=N (e.g. e2e=12000), not {cap!r}")
+        source_caps[name] = int(n)
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -220,8 +236,19 @@ def main(argv=None):
         raise SystemExit("shared data folder not found: pass --shared or set D2T_SHARED")
 
     t0 = time.time()
-    train, dev = build_pairs(shared, seed=args.seed, e2e_texts_per_record=args.e2e_texts, e2e_facts_per_text=args.e2e_facts)
-    train = subsample(train, args.max_pairs, rng, keep_sources=tuple(x for x in args.keep_sources.split(",") if x))
+    extra, extra_counts = [], None
+    if args.extra_data:
+        exclude = args.exclude_inputs if args.exclude_inputs is not None else default_exclude_inputs()
+        missing = [p for p in args.extra_data + exclude if not p or not os.path.exists(p)]
+        if missing:
+            ap.error(f"no WebNLG XML folder at {missing[0]!r} (--extra-data / --exclude-inputs)")
+        main_entries = load_webnlg_xml(os.path.join(shared, "data", "webnlg2017", "xml", "train"))
+        extra, extra_counts = extra_entries(main_entries, args.extra_data, exclude)
+        print(f"extra WebNLG entries: {extra_counts}", flush=True)
+    train, dev = build_pairs(shared, seed=args.seed, e2e_texts_per_record=args.e2e_texts, e2e_facts_per_text=args.e2e_facts,
+                             extra_webnlg=extra)
+    train = subsample(train, args.max_pairs, rng, keep_sources=tuple(x for x in args.keep_sources.split(",") if x),
+                      source_caps=source_caps)
     by_source = Counter(p.source.split(":")[0] for p in train)
     if args.max_dev and len(dev) > args.max_dev:
         dev = rng.sample(dev, args.max_dev)
@@ -238,12 +265,20 @@ def main(argv=None):
         "trained_by": "training/nli_semantic_accuracy/train.py",
         "train_args": {k: v for k, v in vars(args).items() if k not in ("out", "shared")},
         "train_pairs": len(train),
+        "train_pairs_by_source": dict(sorted(by_source.items())),
     }
+    if extra_counts:
+        meta["extra_entries"] = extra_counts  # what --extra-data added, after removing 2017 test/dev inputs
+        meta["excluded_inputs"] = [os.path.relpath(p, ROOT) for p in exclude]
     tokenizer = literal_tokenizer(transformers.AutoTokenizer.from_pretrained(resolve_base(args.base)))
     model = apply_lora(build_base_model(meta), lora, trainable=("classifier",))
     if args.init:
         _, init_meta = warm_start(model, args.init, lora)
-        meta["init"] = {"from": args.init, "steps": init_meta.get("steps"), "train_args": init_meta.get("train_args")}
+        # the whole chain of stages: each warm start keeps the recipe of the one it started from
+        meta["init"] = {k: v for k, v in (("from", args.init), ("steps", init_meta.get("steps")),
+                                          ("train_args", init_meta.get("train_args")),
+                                          ("train_pairs", init_meta.get("train_pairs")), ("init", init_meta.get("init")))
+                        if v is not None}
         print(f"warm start from {args.init}", flush=True)
     n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
     print(f"trainable parameters: {n_train}", flush=True)
