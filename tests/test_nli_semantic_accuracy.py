@@ -42,7 +42,7 @@ class WordOverlapScorer:
     def __init__(self):
         self.calls = 0
 
-    def __call__(self, premises, hypotheses, batch_size=32, show_progress=True):
+    def __call__(self, premises, hypotheses, batch_size=32, show_progress=True, backend="torch"):
         self.calls += 1
         out = []
         for p, h in zip(premises, hypotheses):
