@@ -33,6 +33,7 @@ from scipy.stats import pearsonr, spearmanr
 
 from benchmarks import generalization as gen
 from benchmarks.results_md import markdown_table, write_json, write_section
+from benchmarks.stats import ok_weights, weighted_pearson
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 SECTION = "nli_pooling"
@@ -82,12 +83,6 @@ def choose_by_category(scores: Dict[str, np.ndarray], human: np.ndarray, categor
     return chosen, oof
 
 
-def weighted_pearson(x, y, w) -> float:
-    w = w / w.sum()
-    mx, my = (w * x).sum(), (w * y).sum()
-    return float((w * (x - mx) * (y - my)).sum() / math.sqrt((w * (x - mx) ** 2).sum() * (w * (y - my) ** 2).sum()))
-
-
 def paired_gain(a, b, human, input_ids, n_boot: int = N_BOOT, seed: int = SEED) -> Dict[str, float]:
     """Pearson(a) - Pearson(b) with a 95 % CI from resampling the inputs."""
     rng = np.random.default_rng(seed)
@@ -109,8 +104,7 @@ def measure(items, categories, unseen, checks) -> Dict:
     chosen, oof = choose_by_category(scores, human, cats)
     winner = collections.Counter(chosen.values()).most_common(1)[0][0]
     unseen_mask = np.isin(cats, unseen)
-    ok = human >= RATER_OK
-    weights = np.where(ok, OK_WEIGHT / ok.sum(), (1 - OK_WEIGHT) / (~ok).sum())
+    weights = ok_weights(human, RATER_OK, OK_WEIGHT)
     per = {}
     for name, s in scores.items():
         per[name] = {"pearson": float(pearsonr(s, human)[0]), "spearman": float(spearmanr(s, human)[0]),

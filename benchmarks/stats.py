@@ -157,6 +157,27 @@ def grid(input_ids: Sequence[int], systems: Sequence[str], values: Sequence, sys
     return out
 
 
+def ok_weights(ratings: Sequence[float], ok_threshold: float, ok_share: float = 0.95) -> np.ndarray:
+    """Weights (summing to 1) that give the outputs rated at least ``ok_threshold`` ``ok_share`` of
+    the total and the rest the remainder, equally within each group: a corpus re-weighted to look
+    like an evaluation of strong systems, where most outputs are fine and a metric must rank
+    good outputs among themselves. A group that is empty gets no weight."""
+    ok = np.asarray(ratings, dtype=float) >= ok_threshold
+    if not 0.0 < ok_share < 1.0:
+        raise ValueError(f"ok_share must be in (0, 1), got {ok_share}")
+    if ok.all() or not ok.any():
+        return np.full(len(ok), 1.0 / max(len(ok), 1))
+    return np.where(ok, ok_share / ok.sum(), (1.0 - ok_share) / (~ok).sum())
+
+
+def weighted_pearson(x: Sequence[float], y: Sequence[float], w: Sequence[float]) -> float:
+    """Pearson correlation of ``x`` and ``y`` with observation weights ``w``."""
+    x, y, w = (np.asarray(v, dtype=float) for v in (x, y, w))
+    w = w / w.sum()
+    mx, my = (w * x).sum(), (w * y).sum()
+    return float((w * (x - mx) * (y - my)).sum() / math.sqrt((w * (x - mx) ** 2).sum() * (w * (y - my) ** 2).sum()))
+
+
 def binary_agreement(pred_ok: Sequence[bool], gold_ok: Sequence[bool]) -> Dict[str, float]:
     """Accuracy, and precision/recall/F1 of the not-OK class."""
     p = np.asarray(pred_ok, dtype=bool)

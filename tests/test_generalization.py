@@ -208,6 +208,38 @@ def test_bootstrap_gap_sign_follows_the_halves():
     assert gap["value"] < -0.3 and gap["high"] < 0
 
 
+def test_ok_weights_give_the_ok_outputs_their_share():
+    ratings = np.array([1.0, 1.5, 2.0, 2.5, 3.0, 3.0])
+    w = stats.ok_weights(ratings, 2.0, 0.95)
+    assert w.sum() == pytest.approx(1.0)
+    assert w[ratings >= 2.0].sum() == pytest.approx(0.95) and w[ratings < 2.0].sum() == pytest.approx(0.05)
+    assert len(set(w[ratings >= 2.0])) == 1  # equal within a group
+    assert np.allclose(stats.ok_weights(np.full(4, 3.0), 2.0), 0.25)  # one group only: plain weights
+    with pytest.raises(ValueError):
+        stats.ok_weights(ratings, 2.0, 1.0)
+
+
+def test_weighted_pearson_is_pearson_with_equal_weights_and_follows_the_weights():
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=50), rng.normal(size=50)
+    assert stats.weighted_pearson(x, y, np.ones(50)) == pytest.approx(stats.correlations(x, y)["pearson"])
+    # agreement only among the first 25 outputs: weighting them up raises the correlation
+    y2 = np.concatenate([x[:25] + 0.1 * rng.normal(size=25), rng.normal(size=25)])
+    heavy_first = np.concatenate([np.full(25, 0.95 / 25), np.full(25, 0.05 / 25)])
+    assert stats.weighted_pearson(x, y2, heavy_first) > stats.weighted_pearson(x, y2, np.ones(50)) + 0.1
+
+
+def test_ok_weighted_pearson_rewards_ranking_the_good_outputs():
+    rng = np.random.default_rng(1)
+    semantics = np.concatenate([rng.uniform(2.0, 3.0, 80), rng.uniform(1.0, 2.0, 20)])
+    unseen = np.arange(100) % 2 == 1
+    coarse = (semantics >= 2.0).astype(float)  # tells good from bad, orders no good output
+    fine = semantics + 0.05 * rng.normal(size=100)
+    a, b = gen.ok_weighted_pearson(coarse, semantics, unseen), gen.ok_weighted_pearson(fine, semantics, unseen)
+    assert set(a) == {"all", "seen", "unseen"}
+    assert b["all"] > a["all"] + 0.2 and b["unseen"] > a["unseen"] + 0.2
+
+
 # ---------------------------------------------------------------- real data
 
 
@@ -230,6 +262,8 @@ def test_webnlg_split_and_stored_scores(shared, tmp_path):
     for model in data["combination"]["models"].values():
         assert -1 <= model["loco"]["all"]["value"] <= 1
     assert "## Generalization: seen vs unseen categories" in results_md.read_text()
+    assert "A view like an evaluation of strong systems" in results_md.read_text()
+    assert all(-1 <= r["ok_weighted_pearson"]["unseen"] <= 1 for r in data["correlations"].values())
     assert os.path.exists(out)
 
 
