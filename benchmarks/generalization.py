@@ -446,7 +446,8 @@ def combination_study(dataset, categories, unseen, runs: Dict[str, Dict], correl
                  "loco": {"all": stats.bootstrap_correlations(loco, semantics, ids, n_boot, seed)["pearson"],
                           "seen": stats.bootstrap_correlations(loco[~unseen_m], semantics[~unseen_m], ids[~unseen_m], n_boot, seed)["pearson"],
                           "unseen": stats.bootstrap_correlations(loco[unseen_m], semantics[unseen_m], ids[unseen_m], n_boot, seed)["pearson"]},
-                 "seen_only_fit": {"unseen": stats.bootstrap_correlations(seen_to_unseen[unseen_m], semantics[unseen_m], ids[unseen_m], n_boot, seed)["pearson"]}}
+                 "seen_only_fit": {"unseen": stats.bootstrap_correlations(seen_to_unseen[unseen_m], semantics[unseen_m], ids[unseen_m], n_boot, seed)["pearson"]},
+                 "loco_ok_weighted": ok_weighted_pearson(loco, semantics, unseen_m)}
         if name == "ridge":
             # The weights of each fold's model, to show how stable they are across folds.
             weights = [fit_ridge(X[train], semantics[train])["coef"] for _, train, _ in leave_one_group_out(cats)]
@@ -666,7 +667,12 @@ def render(results: Dict) -> str:
             "",
             markdown_table(["Metric", "OK-weighted Pearson, all", "seen", "unseen", "plain Pearson, all"],
                            [[f"`{m}`", _f(w["all"]), _f(w["seen"]), _f(w["unseen"]),
-                             _f(results["correlations"][m]["all"]["pearson"])] for m, w in weighted]),
+                             _f(results["correlations"][m]["all"]["pearson"])] for m, w in weighted]
+                           + [[f"combined reference-less ({name}, leave-category-out; below)", _f(model["loco_ok_weighted"]["all"]),
+                               _f(model["loco_ok_weighted"]["seen"]), _f(model["loco_ok_weighted"]["unseen"]),
+                               _f(model["loco"]["all"]["value"])]
+                              for name, model in (results.get("combination") or {}).get("models", {}).items()
+                              if "loco_ok_weighted" in model]),
         ]
     combo = results.get("combination")
     if combo:

@@ -264,6 +264,7 @@ def test_webnlg_split_and_stored_scores(shared, tmp_path):
     assert "## Generalization: seen vs unseen categories" in results_md.read_text()
     assert "A view like an evaluation of strong systems" in results_md.read_text()
     assert all(-1 <= r["ok_weighted_pearson"]["unseen"] <= 1 for r in data["correlations"].values())
+    assert all(-1 <= m["loco_ok_weighted"]["all"] <= 1 for m in data["combination"]["models"].values())
     assert os.path.exists(out)
 
 
