@@ -363,3 +363,19 @@ def test_same_scores_finds_a_moved_number_and_nothing_else(tmp_path):
     assert same_scores.main(["compare", before, str(tmp_path / "moved.jsonl")]) == 1
     with pytest.raises(ValueError, match="same examples"):
         same_scores.compare(before, _write_scores(tmp_path / "short.jsonl", rows[:1]))
+
+
+def test_dae_e2e_auc_interval_covers_its_point_and_the_section_renders():
+    from benchmarks import dae_e2e
+
+    rng = np.random.default_rng(0)
+    gold_ok = np.arange(200) >= 20  # 20 outputs with an added or wrong slot
+    scores = np.where(gold_ok, 0.7, 0.4) + 0.3 * rng.normal(size=200)
+    auc = dae_e2e.auc_interval(scores, gold_ok, n_boot=200)
+    assert auc["value"] == pytest.approx(stats.auc_not_ok(scores, gold_ok))
+    assert auc["low"] < auc["value"] < auc["high"] and auc["value"] > 0.7
+    assert dae_e2e.auc_interval(-scores, gold_ok, n_boot=50)["value"] < 0.3  # a reversed score reads low
+    record = {"n": 200, "seed": 0, "positives (added or wrong-value slot)": 20, "auc": {"dae": auc},
+              "seconds": {"dae": 1.0}, "signatures": {"dae": "dae|x"}, "command": "python -m benchmarks.dae_e2e", "date": "d"}
+    text = dae_e2e.render(record)
+    assert text.startswith("## DAE on E2E slot errors") and f"{auc['value']:.3f} [{auc['low']:.3f}" in text
