@@ -28,6 +28,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from benchmarks.results_md import markdown_table, write_json, write_section
 from benchmarks.stats import auc_not_ok
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -55,8 +56,6 @@ def auc_interval(scores: Sequence[float], gold_ok: Sequence[bool], n_boot: int =
 
 
 def render(record: Dict) -> str:
-    from benchmarks.results_md import markdown_table
-
     rows = [[name, f"{a['value']:.3f} [{a['low']:.3f}, {a['high']:.3f}]", record["seconds"][name]]
             for name, a in record["auc"].items()]
     sigs = "; ".join(f"{name}: `{sig}`" for name, sig in record.get("signatures", {}).items())
@@ -128,8 +127,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         with open(args.out, "w", encoding="utf-8") as f:
             json.dump(out, f, indent=1)
     if not args.no_results:
-        from benchmarks.results_md import write_json, write_section
-
         write_json(os.path.join(ROOT, "benchmarks", "meta_eval", "dae_e2e.json"), out)
         write_section(SECTION, render(out))
     return 0
