@@ -22,7 +22,8 @@ a summary (one line per metric), then per metric its verdict per fact:
   span where the metric gives one; the table facts the text does not state;
 * ``data_questeval``: the questions that failed first (expected vs found
   answer), then the others, capped with "... N more";
-* ``dae``: the dependency arcs the source does not entail;
+* ``dae``: the dependency arcs the source does not entail and, for a
+  table read both ways, each fact said or left out;
 * ``parent``: precision, recall, F1 and its parts.
 
 A metric this module does not know, and any field a known metric adds later
@@ -304,7 +305,7 @@ def headline(name: str, example: Dict[str, Any]) -> Tuple[str, Any, str]:
             verdict += f": {_plural(omitted, 'fact')} omitted"
         return "score", example.get("score"), verdict + f"; confidence {number(example.get('confidence'))}"
     if name == "dae":
-        return "mean arc P(entailed)", example.get("score"), dae_verdict(example)
+        return "arc P(entailed), pooled", example.get("score"), dae_verdict(example)
     if name == "fact_accuracy":
         counts = ", ".join(f"{_count(example.get(k))} {k}" for k in ("supported", "contradicted", "unverifiable"))
         truth = _count(example.get("ground_truth"))
@@ -327,7 +328,10 @@ def dae_verdict(example: Dict[str, Any]) -> str:
         return "no arcs to judge"
     bad = example.get("not_entailed") or 0
     total = example.get("num_arcs", _count(example.get("arcs")))
-    return "all arcs entailed" if not bad else f"{bad} of {total} arcs not entailed"
+    verdict = "all arcs entailed" if not bad else f"{bad} of {total} arcs not entailed"
+    if example.get("facts") is not None:  # direction "both"
+        verdict = f"{example.get('label')}: {verdict}; {_count(example.get('omitted_facts'))} of {_count(example['facts'])} facts left out"
+    return verdict
 
 
 QUESTION_THRESHOLD = 0.5  # a question "failed" below it, as the metric counts missing / unsupported values
@@ -637,7 +641,12 @@ def data_questeval_lines(example: Dict[str, Any], limit: int, row: Dict[str, Any
 
 def dae_lines(example: Dict[str, Any], limit: int, row: Dict[str, Any]) -> List[Line]:
     low = example.get("min_score", example.get("min"))
-    lines: List[Line] = [(2, f"score {number(example.get('score'))} (mean arc P(entailed)); min {number(low)}; {dae_verdict(example)}")]
+    if example.get("source_score") is not None:
+        how = (f"the lower of the text's arcs {number(example.get('text_score'))} and the source's arcs against the "
+               f"text {number(example.get('source_score'))}")
+    else:
+        how = "arc P(entailed), pooled"
+    lines: List[Line] = [(2, f"score {number(example.get('score'))} ({how}); min {number(low)}; {dae_verdict(example)}")]
     arcs = sorted(example.get("arcs") or [], key=lambda a: a.get("probability", 1.0))
     threshold = example.get("threshold", 0.5)
     bad = [a for a in arcs if a.get("probability", 1.0) < threshold]
@@ -651,6 +660,14 @@ def dae_lines(example: Dict[str, Any], limit: int, row: Dict[str, Any]) -> List[
         lowest = arcs[0]
         lines.append((2, f"Every arc is entailed; the least entailed: {lowest.get('head')} -{lowest.get('relation')}-> "
                          f"{lowest.get('child')} {number(lowest.get('probability'))}"))
+    facts = example.get("facts") or []
+    if facts:
+        lines.append((2, "Each fact's sentence checked against the text (its arcs' P(entailed), pooled):"))
+        shown, more = capped(sorted(facts, key=lambda f: 2.0 if f.get("score") is None else f["score"]), limit)
+        for f in shown:
+            verdict = "no arc to judge" if f.get("covered") is None else "said" if f["covered"] else "LEFT OUT or changed"
+            lines.append((4, f"{f.get('fact')}  {number(f.get('score'))}  {verdict}"))
+        lines += _more(more, 4, "facts")
     return lines
 
 

@@ -379,3 +379,28 @@ def test_dae_e2e_auc_interval_covers_its_point_and_the_section_renders():
               "seconds": {"dae": 1.0}, "signatures": {"dae": "dae|x"}, "command": "python -m benchmarks.dae_e2e", "date": "d"}
     text = dae_e2e.render(record)
     assert text.startswith("## DAE on E2E slot errors") and f"{auc['value']:.3f} [{auc['low']:.3f}" in text
+
+
+def test_dae_e2e_omissions_per_fact_against_the_slot_error_script():
+    """benchmarks.dae_e2e: DAE's per-fact verdicts and NLI's omission checks are scored against the
+    script's per-slot verdict (missing or a wrong value counts as omitted); a fact DAE could not judge
+    (no arc) is not flagged."""
+    from benchmarks import dae_e2e
+
+    diff = '{"eat_type": {"pub": 0}, "area": {"riverside": -1}, "food": {"Italian": -1, "French": 1}}'
+    rows = [{"diff": diff}]
+    facts = ["The Eagle | eatType | pub", "The Eagle | area | riverside", "The Eagle | food | Italian"]
+    dae = {"facts": [{"fact": facts[0], "covered": True}, {"fact": facts[1], "covered": None},
+                     {"fact": facts[2], "covered": False}]}
+    m = dae_e2e.omission_per_fact([dae], rows)
+    # gold: area missing, food a wrong value; flagged: food only
+    assert (m["n"], m["gold"], m["flagged"]) == (3, 2, 1)
+    assert m["precision"] == 1.0 and m["recall"] == 0.5
+    assert m["recall_missing"] == 0.0 and m["recall_wrong_value"] == 1.0
+    nli = {"checks": [{"type": "omission", "fact": f, "entailed": ok} for f, ok in zip(facts, (True, False, False))]
+           + [{"type": "hallucination", "entailed": True}], "facts": ["The Eagle is a pub."]}  # NLI's facts are sentences
+    assert dae_e2e.omission_per_fact([nli], rows)["recall"] == 1.0
+    assert dae_e2e.omission_per_fact([{"score": 0.5}], rows) is None  # a scorer without per-fact verdicts
+    record = {"n": 1, "seed": 0, "positives (added or wrong-value slot)": 1, "auc": {"dae": {"value": 0.5, "low": 0.4, "high": 0.6}},
+              "seconds": {"dae": 1.0}, "omission_per_fact": {"dae": m}, "command": "c", "date": "d"}
+    assert "| dae | 1 / 2 of 3 | 100.0 | 50.0 |" in dae_e2e.render(record)

@@ -249,17 +249,99 @@ def test_tables_pool_the_mean_and_the_lowest_arc_and_pooling_can_be_chosen(tiny_
     more than the mean alone); pooling= chooses any of the three for every input."""
     table = ["The_Eagle | eatType | coffee_shop", "The_Eagle | area | riverside"]
     preds = ["The Eagle is a coffee shop by the river.", "The Eagle is a pub in the city centre."]
-    auto = tiny_metric.compute(predictions=preds, tables=[table, table], per_example=True, show_progress=False)
+    auto = tiny_metric.compute(predictions=preds, tables=[table, table], per_example=True, show_progress=False,
+                               direction="text")
     for ex in auto["examples"]:
         assert ex["score"] == pytest.approx((ex["mean_score"] + ex["min_score"]) / 2)
         assert ex["min_score"] <= ex["score"] <= ex["mean_score"]
     for pooling, key in (("mean", "mean_score"), ("min", "min_score")):
         res = tiny_metric.compute(predictions=preds, tables=[table, table], per_example=True, show_progress=False,
-                                  pooling=pooling)
+                                  pooling=pooling, direction="text")
         assert [e["score"] for e in res["examples"]] == [e[key] for e in auto["examples"]]
     assert "|pooling:auto|" in tiny_metric.signature() and "|pooling:min|" in tiny_metric.signature(pooling="min")
     with pytest.raises(ValueError, match="pooling"):
         tiny_metric.compute(predictions=preds, tables=[table, table], pooling="max")
+
+
+def test_tables_are_checked_in_both_directions(tiny_metric, nlp):
+    """DAE 1.5: a table's fact sentences are scored against the text too (what the text leaves out);
+    the score is the lower of the two directions' scores, and each fact gets its own verdict from the
+    arcs of its sentence."""
+    from metrics.dae.dae import source_facts
+    from metrics.dae.scorer import DAEScorer
+    from metrics.dae.verdicts import pooled
+    from d2t_metrics.tables import parse_table
+
+    table = ["The_Eagle | eatType | coffee_shop", "The_Eagle | area | riverside", "The_Eagle | food | Italian"]
+    preds = ["The Eagle is a coffee shop by the river.", "The Eagle is a pub.", ""]
+    res = tiny_metric.compute(predictions=preds, tables=[table] * 3, per_example=True, show_progress=False)
+    text_only = tiny_metric.compute(predictions=preds, tables=[table] * 3, per_example=True, show_progress=False,
+                                    direction="text")["examples"]
+    source, facts = source_facts([parse_table(table)])[0]
+    assert [f for f, _ in facts] == table and source == " ".join(s for _, s in facts)
+    # the other direction, scored by hand: the table's sentences against each (cleaned) text
+    scorer = DAEScorer(tiny_metric.model_paths()[1], spacy_model=nlp, device="cpu")
+    by_hand = scorer.score(["The Eagle is a coffee shop by the river.", "The Eagle is a pub.", ""], [source] * 3)
+    for ex, alone, hand in zip(res["examples"], text_only, by_hand):
+        assert ex["text_score"] == alone["score"] and ex["arcs"] == alone["arcs"]
+        assert ex["source_score"] == pytest.approx(pooled(hand["score"], hand["min_score"], "mean_min"))
+        expected = 0.0 if alone["no_arcs"] else min(ex["text_score"], ex["source_score"])
+        assert ex["score"] == pytest.approx(expected)
+        # every arc of the table's sentences sits under the fact whose sentence holds its child word
+        assert [f["fact"] for f in ex["facts"]] == table
+        assert sum(len(f["arcs"]) for f in ex["facts"]) == len(hand["arcs"])
+        for fact in ex["facts"]:
+            words = {t.text for t in nlp(fact["sentence"])}
+            assert fact["arcs"] and all(a["child"] in words for a in fact["arcs"])
+            p = [a["probability"] for a in fact["arcs"]]
+            assert fact["score"] == pytest.approx((sum(p) / len(p) + min(p)) / 2)  # pooled as the score pools
+            assert fact["covered"] == (fact["score"] >= 0.5)
+        assert [o["fact"] for o in ex["omitted_facts"]] == [f["fact"] for f in ex["facts"] if not f["covered"]]
+        omission = bool(ex["omitted_facts"]) or alone["no_arcs"]
+        hallucination = ex["text_score"] < 0.5  # the pooled score, not one arc
+        assert ex["label"] == {(False, False): "OK", (True, False): "omission", (False, True): "hallucination",
+                               (True, True): "omission+hallucination"}[(omission, hallucination)]
+        assert ex["ok"] == (ex["label"] == "OK" and not alone["no_arcs"])
+    assert res["examples"][2]["score"] == 0.0 and res["examples"][2]["label"].startswith("omission")
+    assert "|direction:auto|version:1.5" in tiny_metric.signature()
+    assert "|direction:text|" in tiny_metric.signature(direction="text")
+    with pytest.raises(ValueError, match="direction must be one of"):
+        tiny_metric.compute(predictions=preds, tables=[table] * 3, direction="reverse")
+
+
+def test_both_directions_on_text_sources_and_the_rule_config(tiny_metric, rule_metric):
+    """Text sources keep the paper's one direction unless asked; asked, the source's arcs are checked
+    against the prediction (``source_arcs``). The rule config keeps one direction for tables too."""
+    src, pred = "The cat sat on the mat near the door.", "The cat sat."
+    plain = tiny_metric.compute(predictions=[pred], sources=[src], per_example=True, show_progress=False)["examples"][0]
+    assert "source_score" not in plain and "facts" not in plain
+    both = tiny_metric.compute(predictions=[pred], sources=[src], per_example=True, show_progress=False,
+                               direction="both")["examples"][0]
+    assert {a["child"] for a in both["source_arcs"]} >= {"cat", "mat"} and "facts" not in both
+    assert both["score"] == pytest.approx(min(plain["score"], both["source_score"]))
+    rule = rule_metric.compute(predictions=["The Eagle is a pub."], tables=[["The_Eagle | eatType | pub"]],
+                               per_example=True, show_progress=False)["examples"][0]
+    assert "source_score" not in rule
+    rule_both = rule_metric.compute(predictions=["The Eagle is a pub."], tables=[["The_Eagle | eatType | pub", "The_Eagle | area | riverside"]],
+                                    per_example=True, show_progress=False, direction="both")["examples"][0]
+    # the rule scorer: an arc of "riverside"'s sentence is not an arc of the text
+    assert rule_both["facts"][1]["covered"] is False and rule_both["label"] == "omission"
+
+
+def test_a_huge_table_is_checked_both_ways_within_the_caps(rule_metric):
+    """A 500-fact table's sentences (about 25,000 characters) are a hypothesis like any other: parsed up
+    to scorer.MAX_PARSE_CHARS; the facts past the cap have no arc and no verdict, and the example says
+    it was truncated."""
+    from metrics.dae.scorer import MAX_PARSE_CHARS
+
+    table = [f"Item_{i} | weight | {i}_kilograms" for i in range(500)]
+    ex = rule_metric.compute(predictions=["Item 3 weighs 3 kilograms."], tables=[table], per_example=True,
+                             show_progress=False, direction="both")["examples"][0]
+    judged = [f for f in ex["facts"] if f["covered"] is not None]
+    assert len(ex["facts"]) == 500 and ex["truncated"]
+    assert 0 < len(judged) < 500 and all(f["score"] is None and not f["arcs"] for f in ex["facts"][len(judged):])
+    assert sum(len(f["sentence"]) + 1 for f in judged) <= MAX_PARSE_CHARS + 100
+    assert ex["label"].startswith("omission") and len(ex["omitted_facts"]) >= len(judged) - 1
 
 
 def test_batched_equals_unbatched(tiny_metric):
@@ -476,6 +558,14 @@ def test_app_imports_without_launching_and_renders():
         {"head": "sat", "relation": "prep:on", "child": "mat", "head_index": 2, "child_index": 5, "probability": 0.9}]}
     out = app.render(example, ["The", "dog", "sat", "on", "the", "mat", "."])
     assert "P(entailed) 0.10" in out and "1 arc(s) not entailed" in out and out.count("<span") == 3
+    # a table checked both ways: the two scores, the label and one row per fact, its sentence escaped
+    both = dict(example, text_score=0.5, source_score=0.3, label="omission+hallucination", facts=[
+        {"fact": "a | b | c", "sentence": "The <b>mat</b> is red.", "score": 0.2, "covered": False, "arcs": [
+            {"head": "is", "relation": "acomp", "child": "red", "head_index": 3, "child_index": 4, "probability": 0.2}]},
+        {"fact": "a | d | e", "sentence": "Nothing.", "score": None, "covered": None, "arcs": []}])
+    out = app.render(both, ["The", "dog", "sat", "on", "the", "mat", "."])
+    assert "omission+hallucination" in out and "0.300" in out and "left out or changed" in out
+    assert "no arc to judge" in out and "The &lt;b&gt;mat&lt;/b&gt; is red." in out and "<b>mat</b>" not in out
 
 
 def test_shipped_checkpoint():

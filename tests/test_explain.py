@@ -191,6 +191,15 @@ def test_dae_and_nli_layouts():
     body = section(out, "NLI semantic accuracy")
     assert f"NOT entailed (omitted): {ROW['table'][0]}" in body and '"Alan Bean was born in Wheeler, Texas." (C 0.900' in body
     assert "hallucination check)? yes" in body
+    # DAE read both ways: the two scores, the label and each fact, the ones left out first
+    both = dict(dae, text_score=0.5, source_score=0.2, label="omission+hallucination",
+                omitted_facts=[{"fact": ROW["table"][0], "sentence": "s", "score": 0.2}],
+                facts=[{"fact": "x | y | z", "sentence": "t", "score": 0.9, "covered": True, "arcs": []},
+                       {"fact": ROW["table"][0], "sentence": "s", "score": 0.2, "covered": False, "arcs": []}])
+    body = section(explain.render(ROW, {"dae": both}, width=120), "DAE")
+    assert "the lower of the text's arcs 0.5000 and the source's arcs against the text 0.2000" in body
+    assert "omission+hallucination: 1 of 2 arcs not entailed; 1 of 2 facts left out" in body
+    assert body.index(f"{ROW['table'][0]}  0.2000  LEFT OUT or changed") < body.index("x | y | z  0.9000  said")
 
 
 def test_the_width_follows_the_terminal(monkeypatch):

@@ -164,6 +164,12 @@ def test_each_components_evidence_lands_on_its_fact():
     assert born["fact_accuracy"] == {"status": "found", "text_fact": parts["fact_accuracy"]["supported"][0]}
     assert pilot["fact_accuracy"]["status"] == "contradicted" and pilot["fact_accuracy"]["text_fact"]["object"] == "cook"
     assert (born["verdict"], pilot["verdict"]) == ("stated", "contradicted")
+    assert "dae" not in born  # no DAE part, no DAE evidence
+    # DAE's per-fact check (direction="both") is shown on its fact, and does not vote
+    dae = {"facts": [{"fact": PILOT, "sentence": "Alan Bean was a test pilot.", "score": 0.2, "covered": False, "arcs": []}]}
+    with_dae = fact_verdicts(TABLE, {**parts, "dae": dae})
+    assert "dae" not in with_dae[0] and with_dae[1]["dae"] == {"sentence": "Alan Bean was a test pilot.", "score": 0.2, "covered": False}
+    assert [f["verdict"] for f in with_dae] == [born["verdict"], pilot["verdict"]]
     claims = text_claims(parts)
     assert [(c["by"], c["status"]) for c in claims] == [("fact_accuracy", "contradicted"), ("fact_accuracy", "unverifiable"),
                                                          ("data_questeval", "unsupported")]

@@ -75,11 +75,33 @@ def render(example, words=None) -> str:
     low = example.get("min_score", example.get("min", 0.0))
     # The arcs below 0.5 stay in view; the full list (as long as the text) is collapsed.
     shown = f"<p>Arcs not entailed by the source:</p>{_arc_table(bad)}" if bad else ""
+    if "source_score" in example:  # direction="both": the source's arcs were checked against the text too
+        head = (f'<p><b>DAE score {example["score"]:.3f}</b>: {html.escape(example["label"])} (the lower of the '
+                f'text\'s arcs against the source, {example["text_score"]:.3f}, min {low:.3f}; {verdict}; and the '
+                f'source\'s arcs against the text, {example["source_score"]:.3f})</p>')
+    else:
+        head = f'<p><b>DAE score {example["score"]:.3f}</b> (min {low:.3f}; {verdict})</p>'
+    facts = _fact_table(example["facts"]) if example.get("facts") else ""
     return (
-        f'<p><b>DAE score {example["score"]:.3f}</b> (min {low:.3f}; {verdict})</p>'
-        f"<p>{text or '<i>no arcs to judge</i>'}</p>{shown}"
+        f"{head}<p>{text or '<i>no arcs to judge</i>'}</p>{shown}{facts}"
         f"<details><summary>All {len(arcs)} arcs with their P(entailed), worst first</summary>{_arc_table(ordered)}</details>"
     )
+
+
+def _fact_table(facts) -> str:
+    """Per fact of the table: its sentence, whether the text says it (its arcs' P(entailed)
+    given the text, pooled) and its arcs, collapsed."""
+    rows = []
+    for f in facts:
+        p = f["score"]
+        verdict = "no arc to judge" if p is None else "said" if f["covered"] else "left out or changed"
+        cell = "" if p is None else f' style="background:{_colour(p)}"'
+        rows.append(f"<tr><td>{html.escape(f['sentence'])}</td><td{cell}>{'' if p is None else f'{p:.3f}'}</td>"
+                    f"<td>{verdict}</td><td><details><summary>{len(f['arcs'])} arcs</summary>{_arc_table(f['arcs'])}"
+                    "</details></td></tr>")
+    return ("<p>Each fact of the table, its sentence's arcs checked against the text:</p>"
+            '<div class="d2t-scroll" style="overflow-x:auto;max-width:100%"><table style="margin:0">'
+            f"<tr><th>fact</th><th>P(entailed), pooled</th><th>verdict</th><th>arcs</th></tr>{''.join(rows)}</table></div>")
 
 
 def _arc_table(arcs) -> str:

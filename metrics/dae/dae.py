@@ -28,6 +28,10 @@ from .model import DEFAULT_MAX_LENGTH
 from .scorer import THRESHOLD
 from .scorer import DAEScorer
 from .scorer import RuleScorer
+from .verdicts import DIRECTIONS
+from .verdicts import POOLINGS
+from .verdicts import pooled
+from .verdicts import source_check
 
 _CITATION = """\
 @inproceedings{goyal-durrett-2020-evaluating,
@@ -48,7 +52,9 @@ entailed or not by the source, by a classifier over the encoder's vectors of
 the head and child words (reading source and hypothesis together) and an
 embedding of the relation. The example score is the mean arc probability;
 the minimum, the count of arcs below 0.5 and every arc with its probability
-are reported too, so errors are localised to words.
+are reported too, so errors are localised to words. For a table the check
+also runs the other way: the arcs of each fact's sentence against the
+text, so a fact the text leaves out or changes is found too (direction).
 
 Configs: "default" is the neural model (the project's checkpoints: LoRA over
 all-MiniLM-L6-v2 trained on automatically labelled arcs). A text source is
@@ -86,11 +92,21 @@ Args:
         None: "mean_min" for tables= with the neural configs (chosen by leave-one-
         category-out on WebNLG 2017: one wrong value moves it twice as much as the
         mean), "mean" for sources= and the "rule" config (as in the paper).
+    direction (str): "text" (the paper: the prediction's arcs against the
+        source; what the prediction leaves out stays unseen) or "both" (also
+        the source's own arcs, a table's fact sentences', against the
+        prediction: an omitted or changed fact has arcs the prediction does
+        not entail; the score is the lower of the two, the source's pooled
+        as "mean_min"). Default None: "both" for tables= with the neural
+        configs (chosen by leave-one-category-out on WebNLG 2017), "text" for
+        sources= and the "rule" config.
 Returns:
-    score (float): mean over examples of the pooled arc entailment probability.
-    mean_score (float): mean over examples of the mean arc probability.
-    min_score (float): mean over examples of the lowest arc probability.
-    ok_rate (float): share of examples that have arcs and none below the threshold.
+    score (float): mean over examples of the pooled arc entailment probability
+        (with direction "both", of the lower of the two directions' scores).
+    mean_score (float): mean over examples of the mean arc probability of the prediction.
+    min_score (float): mean over examples of the lowest arc probability of the prediction.
+    ok_rate (float): share of examples that have arcs and none below the
+        threshold (with direction "both": labelled OK).
     examples (list of dict, with per_example=True): "score" (the arc
         probabilities pooled by ``pooling``; 0.0 for a text without arcs),
         "mean_score" and "min_score" (the mean and the lowest arc
@@ -108,7 +124,14 @@ Returns:
         of the input in its format, sentences addressed to the evaluator;
         d2t_metrics.untrusted.non_claims; a prediction of nothing else
         scores as "") and "arcs": head, relation, child, their word indices
-        and the probability of each arc.
+        and the probability of each arc. With direction "both" also
+        "text_score" and "source_score" (each direction's pooled score),
+        "label" (OK / omission / hallucination / omission+hallucination: a
+        fact's arcs, or the source's, pooled as "mean_min" below the
+        threshold; the prediction's score below it) and, for a table,
+        "facts" (per fact: "fact", "sentence", its "arcs" against the
+        prediction, their pooled "score" and "covered") and
+        "omitted_facts"; for a text source, "source_arcs".
     Texts, sources and table values are read as plain text: "[SEP]" in them
     is characters, never a special token, and zero-width, bidi and control
     characters are dropped before parsing.
@@ -178,8 +201,23 @@ def source_texts(inputs):
     """The source text of each stored input, as plain text (``untrusted.plain_text``:
     no zero-width, bidi or control characters): a text as it is, a table
     verbalized into one sentence per fact (templates, with the generic back-off)."""
+    return [text for text, _ in source_facts(inputs)]
+
+
+def source_facts(inputs):
+    """``(source text, facts)`` per stored input: ``facts`` is ``[(fact, sentence)]`` for a
+    table (its sentences, joined by spaces, are the source text; :func:`source_texts`)
+    and ``None`` for a text."""
     verbalizer = default_verbalizer()  # built once per process, not per call
-    return [plain_text(x) if isinstance(x, str) else verbalizer.verbalize_text(plain_table(x)) for x in inputs]
+    out = []
+    for x in inputs:
+        if isinstance(x, str):
+            out.append((plain_text(x), None))
+            continue
+        triples = plain_table(x).to_triples()
+        facts = [(str(t), verbalizer(t)) for t in triples]
+        out.append((" ".join(sentence for _, sentence in facts), facts))
+    return out
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
@@ -271,9 +309,11 @@ class DAE(D2TMetric):
         # texts read without invisible characters, long ones capped (``truncated``)
         # 1.2: tables read by the data-to-text checkpoint (checkpoints/dae/data_to_text) when there is one
         # 1.4: a table's score pools its arcs as the mean of their mean and minimum (``pooling``)
+        # 1.5: a table's own arcs are checked against the text too, the lower score wins (``direction``)
         pooling = options.get("pooling") or "auto"
+        direction = options.get("direction") or "auto"
         return (f"dae|config:{self.config_name}|model:{model}|spacy:{spacy_name}|max_len:{length}|pooling:{pooling}"
-                f"|version:1.4")
+                f"|direction:{direction}|version:1.5")
 
     @staticmethod
     def _model_label(path, name):
@@ -291,6 +331,9 @@ class DAE(D2TMetric):
         pooling = options.get("pooling")
         if pooling is not None and pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {list(POOLINGS)} or None, got {pooling!r}")
+        direction = options.get("direction")
+        if direction is not None and direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {list(DIRECTIONS)} or None, got {direction!r}")
 
     def corpus_scores(self, examples):
         """Means of the per-example score, mean and lowest arc probability and OK flag (shards join by it)."""
@@ -309,8 +352,15 @@ class DAE(D2TMetric):
             return pooling
         return "mean_min" if not isinstance(source, str) and self.config_name != "rule" else "mean"
 
+    def direction_of(self, source, direction=None):
+        """What an example checks: ``direction`` if given, else "both" for a table read by a
+        neural config and "text" otherwise (``_KWARGS_DESCRIPTION``)."""
+        if direction is not None:
+            return direction
+        return "both" if not isinstance(source, str) and self.config_name != "rule" else "text"
+
     def _compute(self, predictions, tables, per_example=False, batch_size=32, show_progress=True, threshold=THRESHOLD,
-                 pooling=None):
+                 pooling=None, direction=None):
         # Checked by compute()/add_batch()/add() before evaluate stored them.
         # The parser and the model read what a reader sees (untrusted.plain_text), less what is no
         # claim of the text: control strings, a copy of the input, instructions (untrusted.non_claims);
@@ -319,32 +369,28 @@ class DAE(D2TMetric):
         claims = [non_claims(t) for t in visible]
         texts = [_sentence_case_start(" ".join(c.split())) for c, _ in claims]
         inputs = decode_column(tables, table_only=False)
-        srcs = source_texts(inputs)
+        sources = source_facts(inputs)
+        srcs = [text for text, _ in sources]
         self.load_model()
         # a text source goes to the summary model, a table to the data-to-text model
         scorers = [self.scorer if isinstance(x, str) else self.table_scorer for x in inputs]
-        examples = score_by_kind(scorers, srcs, texts, batch_size=int(batch_size), show_progress=show_progress,
-                                 threshold=float(threshold))
-        for example, source, text, (_, spans) in zip(examples, inputs, visible, claims):
+        options = {"batch_size": int(batch_size), "show_progress": show_progress, "threshold": float(threshold)}
+        examples = score_by_kind(scorers, srcs, texts, **options)
+        # the other direction: the source's own arcs, checked against the text (what it leaves out)
+        both = [i for i, x in enumerate(inputs) if self.direction_of(x, direction) == "both"]
+        reverse = score_by_kind([scorers[i] for i in both], [texts[i] for i in both], [srcs[i] for i in both], **options)
+        reverse = dict(zip(both, reverse))
+        for i, (example, source, text, (_, spans)) in enumerate(zip(examples, inputs, visible, claims)):
             example["mean_score"] = example["score"]
             example["score"] = pooled(example["mean_score"], example["min_score"], self.pooling_of(source, pooling))
+            if i in reverse:
+                facts = sources[i][1]
+                example.update(source_check(example, reverse[i], facts, srcs[i], scorers[i].nlp, float(threshold)))
             example["ignored"] = removed_pieces(text, spans)
         result = self.corpus_scores(examples)
         if per_example:
             result["examples"] = examples
         return result
-
-
-POOLINGS = ("mean", "min", "mean_min")
-
-
-def pooled(mean, low, pooling):
-    """An example's score from its mean and lowest arc probability (both 0.0 without arcs)."""
-    if pooling == "mean":
-        return mean
-    if pooling == "min":
-        return low
-    return (mean + low) / 2
 
 
 def score_by_kind(scorers, sources, texts, **options):

@@ -12,7 +12,10 @@ component's evidence is put on the fact it is about:
   facts, with the text's fact that states it (same subject, relation and object);
   a missing fact is ``contradicted`` when a text fact has its subject and relation
   and expects its object, else ``missing``. Text facts carry their evidence
-  sentence and span when the extractor gave them.
+  sentence and span when the extractor gave them;
+* dae: the arcs of the fact's sentence checked against the text (its lowest
+  score and ``covered``). Shown, not voted: its per-fact verdict has not
+  been measured against per-fact labels.
 """
 
 import unicodedata
@@ -80,6 +83,14 @@ def fact_accuracy_evidence(fa: Optional[Mapping], fact: str) -> Optional[Dict]:
     return {"status": "contradicted" if against else "missing", "text_fact": against}
 
 
+def dae_evidence(dae: Optional[Mapping], fact: str) -> Optional[Dict]:
+    """DAE's check of the fact's sentence against the text (``direction="both"``)."""
+    for entry in (dae or {}).get("facts") or []:
+        if entry.get("fact") == fact:
+            return {"sentence": entry.get("sentence"), "score": entry.get("score"), "covered": entry.get("covered")}
+    return None
+
+
 # ---------------------------------------------------------------- merged
 
 
@@ -107,7 +118,9 @@ def fact_verdicts(facts: Sequence[str], parts: Mapping[str, Mapping]) -> List[Di
         nli = nli_evidence(parts.get("nli_semantic_accuracy"), fact)
         qa = qa_evidence(parts.get("data_questeval"), fact)
         fa = fact_accuracy_evidence(fa_part, fact)
-        out.append({"fact": fact, "verdict": verdict(nli, qa, fa), "nli": nli, "qa": qa, "fact_accuracy": fa})
+        dae = dae_evidence(parts.get("dae"), fact)
+        out.append({"fact": fact, "verdict": verdict(nli, qa, fa), "nli": nli, "qa": qa, "fact_accuracy": fa,
+                    **({"dae": dae} if dae else {})})
     return out
 
 

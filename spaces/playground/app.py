@@ -44,7 +44,7 @@ KNOWN = {
         "title": "NLI semantic accuracy", "main": ("score", "score (checks pooled)"),
         "hub": "roberta-large-mnli", "env": ("NLI_MODEL",),
     },
-    "dae": {"title": "DAE", "main": ("score", "mean arc P(entailed)"), "env": ("DAE_MODEL",)},
+    "dae": {"title": "DAE", "main": ("score", "arc P(entailed), pooled"), "env": ("DAE_MODEL",)},
     "data_questeval": {"title": "Data-QuestEval"},
     "fact_accuracy": {"title": "Fact accuracy", "main": ("score", "accuracy")},
     "semantic_accuracy": {"title": "Semantic accuracy (combined)", "main": ("score", "combined score")},

@@ -54,7 +54,7 @@ COMPONENTS = {
     "data_questeval": {"metric": "data_questeval", "config": None, "options": {"use_references": False}, "score": "score"},
     "fact_accuracy": {"metric": "fact_accuracy", "config": "default", "options": {"ground_truth": "table"}, "score": "accuracy_recall_f1"},
     "fact_accuracy_openie": {"metric": "fact_accuracy", "config": "openie", "options": {"ground_truth": "table"}, "score": "accuracy_recall_f1"},
-    "dae": {"metric": "dae", "config": "default", "options": {}, "score": "score"},
+    "dae": {"metric": "dae", "config": "default", "options": {"direction": "both"}, "score": "score"},
     "dae_rule": {"metric": "dae", "config": "rule", "options": {}, "score": "score"},
 }
 
