@@ -44,8 +44,8 @@ def _lowest(k: int) -> Callable[[Sequence[float]], float]:
 
 
 def _shipped(name: str) -> Callable[[Sequence[float]], float]:
-    """One of the metric's own poolings (``metrics.dae.dae.pooled``), so the benchmark scores what ships."""
-    from metrics.dae.dae import pooled
+    """One of the metric's own poolings (``metrics.dae.verdicts.pooled``), so the benchmark scores what ships."""
+    from metrics.dae.verdicts import pooled
 
     return lambda p: pooled(sum(p) / len(p), min(p), name)
 
@@ -75,7 +75,7 @@ def both_direction_scores(text_arcs: Sequence[Sequence[float]],
                           source_arcs: Sequence[Sequence[float]]) -> Dict[str, np.ndarray]:
     """Each (source pooling, join) candidate's score per output, as ``metrics.dae.dae`` computes it
     (0.0 for a text without arcs)."""
-    from metrics.dae.dae import joined, pooled
+    from metrics.dae.verdicts import joined, pooled
 
     text = pooled_scores(text_arcs)["mean_min"]
     out = {}

@@ -394,3 +394,20 @@ def test_dae_pooling_is_chosen_without_the_held_out_category():
         # the choice for a held-out category is the best pooling on the other one
         assert chosen[held] == max(POOLINGS, key=lambda name: spearmanr(scores[name][other], human[other])[0])
         assert list(oof[rows]) == list(scores[chosen[held]][rows])
+
+
+def test_dae_two_direction_candidates_score_as_the_metric_does():
+    """benchmarks.dae_pooling's direction="both" candidates: the table's arcs pooled one way, joined to
+    the text's mean_min score another; a text without arcs keeps 0.0, as the metric scores it."""
+    from benchmarks.dae_pooling import JOINS, SOURCE_POOLINGS, both_direction_scores
+    from metrics.dae.verdicts import BOTH, SOURCE_POOLING
+
+    text = [[0.9, 0.1], [0.8, 0.7], []]
+    source = [[0.6, 0.2], [0.9], [0.5]]
+    scores = both_direction_scores(text, source)
+    assert len(scores) == len(SOURCE_POOLINGS) * len(JOINS)
+    shipped = scores[f"both: {BOTH}, source {SOURCE_POOLING}"]
+    assert list(shipped) == pytest.approx([min((0.5 + 0.1) / 2, (0.4 + 0.2) / 2), min((0.75 + 0.7) / 2, 0.9), 0.0])
+    assert list(scores["both: source, source min"]) == [0.2, 0.9, 0.0]
+    assert scores["both: product, source mean"][0] == pytest.approx((0.5 + 0.1) / 2 * 0.4)
+
