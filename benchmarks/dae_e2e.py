@@ -143,23 +143,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     tables = [r["mr"] for r in rows]
     gold_ok = [not gold_added_or_wrong(r) for r in rows]
     dae_ckpt = d2t_metrics.checkpoint_path("dae")
+    # name: (the metric, its compute() options)
     scorers = {
-        "dae (data-to-text checkpoint)": lambda: d2t_metrics.load("dae", model=dae_ckpt),
-        "dae (data-to-text checkpoint), the text's arcs only (1.4)": lambda: d2t_metrics.load("dae", model=dae_ckpt),
-        "dae (summary checkpoint on tables)": lambda: d2t_metrics.load("dae", model=dae_ckpt, table_model=dae_ckpt),
-        "dae rule": lambda: d2t_metrics.load("dae", "rule"),
+        "dae (data-to-text checkpoint)": (lambda: d2t_metrics.load("dae", model=dae_ckpt), {}),
+        "dae (data-to-text checkpoint), the text's arcs only (1.4)": (
+            lambda: d2t_metrics.load("dae", model=dae_ckpt), {"direction": "text"}),
+        "dae (summary checkpoint on tables)": (lambda: d2t_metrics.load("dae", model=dae_ckpt, table_model=dae_ckpt), {}),
+        "dae rule": (lambda: d2t_metrics.load("dae", "rule"), {}),
     }
     if args.no_summary:
         scorers.pop("dae (summary checkpoint on tables)")
     if args.nli:
-        scorers["nli_semantic_accuracy"] = lambda: d2t_metrics.load(
-            "nli_semantic_accuracy", model=d2t_metrics.checkpoint_path("nli_semantic_accuracy"))
+        scorers["nli_semantic_accuracy"] = (lambda: d2t_metrics.load(
+            "nli_semantic_accuracy", model=d2t_metrics.checkpoint_path("nli_semantic_accuracy")), {})
     out = {"data": "shared/data/e2e/primary_slot_errors.tsv", "n": len(rows), "seed": args.seed,
            "positives (added or wrong-value slot)": sum(not g for g in gold_ok), "auc": {}, "seconds": {}}
-    for name, make in scorers.items():
+    for name, (make, options) in scorers.items():
         metric = make()
         t0 = time.time()
-        options = {"direction": "text"} if name.endswith("(1.4)") else {}
         res = metric.compute(predictions=preds, tables=tables, per_example=True, show_progress=False, **options)
         out["seconds"][name] = round(time.time() - t0, 1)
         scores = [float(e["score"]) for e in res["examples"]]

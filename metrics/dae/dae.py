@@ -345,19 +345,24 @@ class DAE(D2TMetric):
             "ok_rate": sum(e["ok"] for e in examples) / n,
         }
 
+    def _neural_table(self, source):
+        """Whether a stored input is a table read by a neural config: the inputs whose defaults
+        are this project's (``pooling``, ``direction``) rather than the paper's."""
+        return not isinstance(source, str) and self.config_name != "rule"
+
     def pooling_of(self, source, pooling=None):
         """The pooling an example's score uses: ``pooling`` if given, else "mean_min" for a table
         read by a neural config and "mean" otherwise (``_KWARGS_DESCRIPTION``)."""
         if pooling is not None:
             return pooling
-        return "mean_min" if not isinstance(source, str) and self.config_name != "rule" else "mean"
+        return "mean_min" if self._neural_table(source) else "mean"
 
     def direction_of(self, source, direction=None):
         """What an example checks: ``direction`` if given, else "both" for a table read by a
         neural config and "text" otherwise (``_KWARGS_DESCRIPTION``)."""
         if direction is not None:
             return direction
-        return "both" if not isinstance(source, str) and self.config_name != "rule" else "text"
+        return "both" if self._neural_table(source) else "text"
 
     def _compute(self, predictions, tables, per_example=False, batch_size=32, show_progress=True, threshold=THRESHOLD,
                  pooling=None, direction=None):

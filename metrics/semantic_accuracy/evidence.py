@@ -13,8 +13,8 @@ component's evidence is put on the fact it is about:
   a missing fact is ``contradicted`` when a text fact has its subject and relation
   and expects its object, else ``missing``. Text facts carry their evidence
   sentence and span when the extractor gave them;
-* dae: the arcs of the fact's sentence checked against the text (its lowest
-  score and ``covered``). Shown, not voted: its per-fact verdict has not
+* dae: the arcs of the fact's sentence checked against the text (their pooled
+  ``score`` and ``covered``). Shown, not voted: its per-fact verdict has not
   been measured against per-fact labels.
 """
 
