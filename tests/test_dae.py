@@ -328,6 +328,19 @@ def test_both_directions_on_text_sources_and_the_rule_config(tiny_metric, rule_m
     assert rule_both["facts"][1]["covered"] is False and rule_both["label"] == "omission"
 
 
+def test_a_source_without_arcs_leaves_the_text_score():
+    """direction="both": a source whose own sentences have no arc states nothing the text could leave
+    out, so the score is the text's (not min(text, 0.0)) and nothing is called omitted."""
+    from metrics.dae.verdicts import source_check
+
+    text = {"score": 0.8, "min_score": 0.7, "no_arcs": False, "not_entailed": 0, "truncated": False}
+    empty = {"score": 0.0, "min_score": 0.0, "no_arcs": True, "ok": False, "arcs": [], "truncated": False}
+    out = source_check(text, empty, None, "Cats", None, 0.5)
+    assert (out["score"], out["source_score"], out["label"], out["ok"]) == (0.8, None, "OK", True)
+    silent = dict(text, score=0.0, no_arcs=True)
+    assert source_check(silent, empty, None, "Cats", None, 0.5)["label"] == "omission+hallucination"
+
+
 def test_a_huge_table_is_checked_both_ways_within_the_caps(rule_metric):
     """A 500-fact table's sentences (about 25,000 characters) are a hypothesis like any other: parsed up
     to scorer.MAX_PARSE_CHARS; the facts past the cap have no arc and no verdict, and the example says

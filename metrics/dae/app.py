@@ -75,7 +75,7 @@ def render(example, words=None) -> str:
     low = example.get("min_score", example.get("min", 0.0))
     # The arcs below 0.5 stay in view; the full list (as long as the text) is collapsed.
     shown = f"<p>Arcs not entailed by the source:</p>{_arc_table(bad)}" if bad else ""
-    if "source_score" in example:  # direction="both": the source's arcs were checked against the text too
+    if example.get("source_score") is not None:  # direction="both": the source's arcs were checked against the text too
         head = (f'<p><b>DAE score {example["score"]:.3f}</b>: {html.escape(example["label"])} (the lower of the '
                 f'text\'s arcs against the source, {example["text_score"]:.3f}, min {low:.3f}; {verdict}; and the '
                 f'source\'s arcs against the text, {example["source_score"]:.3f})</p>')

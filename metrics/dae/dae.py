@@ -125,7 +125,9 @@ Returns:
         d2t_metrics.untrusted.non_claims; a prediction of nothing else
         scores as "") and "arcs": head, relation, child, their word indices
         and the probability of each arc. With direction "both" also
-        "text_score" and "source_score" (each direction's pooled score),
+        "text_score" and "source_score" (each direction's pooled score;
+        "source_score" is None when the source has no arc, and the score is
+        then the prediction's),
         "label" (OK / omission / hallucination / omission+hallucination: a
         fact's arcs, or the source's, pooled as "mean_min" below the
         threshold; the prediction's score below it) and, for a table,

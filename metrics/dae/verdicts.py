@@ -31,14 +31,18 @@ def source_check(example, reverse, facts, source, nlp, threshold):
     word; one arc per fact flagged 564 E2E facts where the slot-error script finds 335 (precision
     0.44), the pooled rule 350 (precision 0.63; ``benchmarks/history/dae.md``, session 35)."""
     text_score = example["score"]
-    source_score = pooled(reverse["score"], reverse["min_score"], SOURCE_POOLING)
+    # a source without arcs states nothing the text could leave out: that direction has no score
+    source_score = None if reverse["no_arcs"] else pooled(reverse["score"], reverse["min_score"], SOURCE_POOLING)
     # a text without arcs says nothing verifiable and keeps its 0.0 (scorer module docstring)
-    score = 0.0 if example["no_arcs"] else joined(text_score, source_score, BOTH)
+    if example["no_arcs"]:
+        score = 0.0
+    else:
+        score = text_score if source_score is None else joined(text_score, source_score, BOTH)
     hallucination = text_score < threshold
     out = {"score": score, "text_score": text_score, "source_score": source_score,
            "truncated": example["truncated"] or reverse["truncated"]}
     if facts is None:
-        omission = example["no_arcs"] or source_score < threshold
+        omission = example["no_arcs"] or (source_score is not None and source_score < threshold)
         out["source_arcs"] = reverse["arcs"]
     else:
         out["facts"] = fact_verdicts(reverse["arcs"], facts, source, nlp, threshold)
