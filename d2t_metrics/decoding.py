@@ -12,7 +12,7 @@ its prompt's beams can no longer change (beam search), so one runaway
 continuation no longer keeps a whole batch decoding.
 
 While a batch decodes, its keys and values live in a cache with room for
-every new token (:class:`RoomyLayer`): a step writes its position in place
+new tokens (:class:`RoomyLayer`, growing as rows go on): a step writes its position in place
 where transformers' ``DynamicCache`` concatenates (a copy of the whole cache
 per step), and beam search copies, for the beams that take another beam's
 place, only the positions generated since the prompt (its ``reorder_cache``
@@ -31,6 +31,15 @@ and takes half the time of ``generate`` on length-sorted batches (2-core
 CPU). transformers' continuous batching also shares prefixes, but its paged
 attention ran 2x slower than plain ``generate`` there.
 
+On a CPU, a chunk's batches decode side by side, :data:`CPU_DECODE_WORKERS`
+at a time on their share of torch's threads (:func:`decode_workers`): one
+step's matrix products are too small to keep two threads busy, two batches
+are. Each batch is the one decoded alone; a chunk of fewer batches than
+workers is cut into as many, which changes a row's batch, and so its float32
+sums only as batching always may (the outputs of the bundled lines, the
+hostile inputs and WebNLG samples stayed byte-identical: RESULTS.md
+`quiet_checks`). A GPU decodes one batch at a time.
+
 Only decoders whose forward takes ``position_ids``, a 2-D ``attention_mask``
 with holes and a :class:`transformers.DynamicCache` are run this way
 (:data:`PREFIX_SHARING_MODELS`); :func:`d2t_metrics.generator.generate`
@@ -39,6 +48,11 @@ uses transformers' ``generate`` for the others.
 
 from __future__ import annotations
 
+import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
@@ -66,6 +80,15 @@ CHUNK_TOKENS_PER_ROW = 512
 DECODE_BATCH_TOKENS = 4096
 PREFILL_BATCH_TOKENS = 2048
 CHUNK_TOKENS = 8192
+# On a CPU, a decoding step's matrix products are small (tens of rows by 576) and scale poorly
+# over threads: two batches decoded side by side, one thread each, did the same work in 0.70x
+# the CPU time and 0.75x the wall time of one batch at a time on both threads (2-core CPU, the
+# text questions of the 20 bundled lines, four alternating runs in one process; RESULTS.md
+# `quiet_checks`). At most this many run at once, each holding its own cache (DECODE_BATCH_TOKENS
+# bounds each one); a GPU decodes one at a time.
+CPU_DECODE_WORKERS = 2
+# Room for new tokens a decoding batch's cache takes at first; it doubles when full (RoomyLayer).
+FIRST_ROOM = 48
 
 Group = Tuple[int, List[int]]  # (shared prefix length, member indices)
 
@@ -82,26 +105,35 @@ class CacheWork:
 
     def __init__(self):
         self.moved = 0
+        self._lock = threading.Lock()  # batches may decode side by side (CPU_DECODE_WORKERS)
 
     def reset(self) -> None:
         self.moved = 0
+
+    def add(self, positions: int) -> None:
+        with self._lock:
+            self.moved += positions
 
 
 CACHE_WORK = CacheWork()
 
 
 class RoomyLayer(DynamicLayer):
-    """A cache layer whose keys and values live in buffers with room for the
-    whole continuation: a step writes its position in place (``DynamicLayer``
+    """A cache layer whose keys and values live in buffers with room for new
+    tokens: a step writes its position in place (``DynamicLayer``
     concatenates, copying the whole cache each step), and rows move only
     where they change (:meth:`take_rows`, :meth:`keep_rows`). The model sees
     ``keys``/``values`` as views of the used rows and positions: the same
-    numbers as ``DynamicLayer``'s, so the same attention."""
+    numbers as ``DynamicLayer``'s, so the same attention. When the room runs
+    out, the room for new tokens doubles, up to ``limit`` positions: a batch
+    whose rows stop early never holds the room of the longest continuation
+    allowed (greedy extraction allows 192 new tokens)."""
 
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor, length: int, rows: int):
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, length: int, rows: int, limit: Optional[int] = None):
         super().__init__()
         self.key_buffer, self.value_buffer = keys, values
-        self.length, self.rows = length, rows
+        self.length, self.rows, self.start = length, rows, length
+        self.limit = keys.shape[2] if limit is None else max(int(limit), keys.shape[2])
         self.device = keys.device
         self.is_initialized = True
         self._views()
@@ -110,10 +142,21 @@ class RoomyLayer(DynamicLayer):
         self.keys = self.key_buffer[: self.rows, :, : self.length]
         self.values = self.value_buffer[: self.rows, :, : self.length]
 
+    def _grow(self, needed: int) -> None:
+        if needed > self.limit:
+            raise RuntimeError(f"cache room exhausted: {needed} > {self.limit} positions")
+        room = min(self.limit, max(needed, self.start + 2 * (self.key_buffer.shape[2] - self.start)))
+        for name in ("key_buffer", "value_buffer"):
+            old = getattr(self, name)
+            new = old.new_empty((self.rows, old.shape[1], room, old.shape[3]))
+            new[: self.rows, :, : self.length] = old[: self.rows, :, : self.length]
+            setattr(self, name, new)
+        CACHE_WORK.add(self.rows * self.length)
+
     def update(self, key_states, value_states, *args, **kwargs):
         q = key_states.shape[-2]
         if self.length + q > self.key_buffer.shape[2]:
-            raise RuntimeError(f"cache room exhausted: {self.length} + {q} > {self.key_buffer.shape[2]} positions")
+            self._grow(self.length + q)
         self.key_buffer[: self.rows, :, self.length: self.length + q] = key_states
         self.value_buffer[: self.rows, :, self.length: self.length + q] = value_states
         self.length += q
@@ -150,15 +193,17 @@ class RoomyLayer(DynamicLayer):
         self.reorder_cache(indices)
 
 
-def _roomy_cache(layers: Sequence[Tuple[torch.Tensor, torch.Tensor]], length: int, rows: int) -> DynamicCache:
+def _roomy_cache(layers: Sequence[Tuple[torch.Tensor, torch.Tensor]], length: int, rows: int,
+                 limit: Optional[int] = None) -> DynamicCache:
     cache = DynamicCache()
-    cache.layers = [RoomyLayer(k, v, length, rows) for k, v in layers]
+    cache.layers = [RoomyLayer(k, v, length, rows, limit) for k, v in layers]
     return cache
 
 
-def _room_for(cache: DynamicCache, rows: int, positions: int, copies: Optional[torch.Tensor] = None) -> DynamicCache:
-    """A roomy cache of ``rows`` rows and ``positions`` positions holding ``cache``'s used part, row
-    ``r`` from row ``copies[r]`` (all rows in order without ``copies``)."""
+def _room_for(cache: DynamicCache, rows: int, positions: int, copies: Optional[torch.Tensor] = None,
+              limit: Optional[int] = None) -> DynamicCache:
+    """A roomy cache of ``rows`` rows and ``positions`` positions (growing up to ``limit``) holding
+    ``cache``'s used part, row ``r`` from row ``copies[r]`` (all rows in order without ``copies``)."""
     layers = []
     for layer in cache.layers:
         n = layer.get_seq_length()
@@ -168,8 +213,8 @@ def _room_for(cache: DynamicCache, rows: int, positions: int, copies: Optional[t
         values[:, :, :n] = layer.values if copies is None else layer.values[copies]
         layers.append((keys, values))
     length = cache.layers[0].get_seq_length() if cache.layers else 0
-    CACHE_WORK.moved += rows * length
-    return _roomy_cache(layers, length, rows)
+    CACHE_WORK.add(rows * length)
+    return _roomy_cache(layers, length, rows, limit)
 
 
 def _take_rows(cache: DynamicCache, sources: torch.Tensor, start: int) -> None:
@@ -180,7 +225,7 @@ def _take_rows(cache: DynamicCache, sources: torch.Tensor, start: int) -> None:
         return
     for layer in cache.layers:
         layer.take_rows(sources, changed, start)
-    CACHE_WORK.moved += len(changed) * max(0, cache.layers[0].length - start)
+    CACHE_WORK.add(len(changed) * max(0, cache.layers[0].length - start))
 
 
 def _keep_rows(cache: DynamicCache, kept: List[int]) -> None:
@@ -189,7 +234,7 @@ def _keep_rows(cache: DynamicCache, kept: List[int]) -> None:
     index = torch.tensor(kept, dtype=torch.long, device=cache.layers[0].key_buffer.device)
     for layer in cache.layers:
         layer.keep_rows(index, first_moved)
-    CACHE_WORK.moved += (len(kept) - first_moved) * cache.layers[0].length
+    CACHE_WORK.add((len(kept) - first_moved) * cache.layers[0].length)
 
 
 def supports_prefix_sharing(model) -> bool:
@@ -309,8 +354,9 @@ def _run_rests(model, cache, mask, rests: Sequence[Sequence[int]], pad_id: int):
 def _decode_rows(model, cache, mask, rests: Sequence[Sequence[int]], max_new_tokens: int, stop, pad_id: int) -> List[List[int]]:
     """Greedy continuations (up to and with the stop token) of rows whose prefixes are in ``cache``."""
     logits, mask, position = _run_rests(model, cache, mask, rests, pad_id)
-    # room for every new token: a step writes its position in place instead of copying the cache
-    cache = _room_for(cache, len(rests), cache.get_seq_length() + max_new_tokens)
+    # room for new tokens: a step writes its position in place instead of copying the cache
+    length = cache.get_seq_length()
+    cache = _room_for(cache, len(rests), length + min(max_new_tokens, FIRST_ROOM), limit=length + max_new_tokens)
     alive = list(range(len(rests)))
     out: List[List[int]] = [[] for _ in rests]
     for step in range(max_new_tokens):
@@ -389,17 +435,73 @@ def decode_batches(costs: Sequence[int], rows_per_batch: int, budget: Optional[i
     return out
 
 
+def decode_workers(device) -> Tuple[int, int]:
+    """``(batches decoded at once, threads each)`` on ``device``: on a CPU with at least two of
+    torch's threads, :data:`CPU_DECODE_WORKERS` batches share them (``D2T_DECODE_WORKERS=1`` in the
+    environment: one at a time, which holds one batch's cache instead of two); elsewhere one batch
+    at a time."""
+    threads = torch.get_num_threads()
+    if torch.device(device).type != "cpu" or threads < 2:
+        return 1, threads
+    workers = min(_cpu_workers(), threads)
+    return workers, threads // workers
+
+
+def _cpu_workers() -> int:
+    value = os.environ.get("D2T_DECODE_WORKERS")
+    if value is None or not value.strip():
+        return CPU_DECODE_WORKERS
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ValueError(f"D2T_DECODE_WORKERS must be a whole number of at least 1, got {value!r}")
+    return int(value)
+
+
+@contextmanager
+def _torch_threads(n: int):
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _map_side_by_side(work: Callable, jobs: list, workers: int, threads: int):
+    """``work(job)`` for each job, in order; ``workers`` at once, each on ``threads`` of torch's threads."""
+    if workers <= 1 or len(jobs) <= 1:
+        yield from map(work, jobs)
+        return
+    inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()  # both are per thread
+
+    def in_worker(job):
+        torch.set_num_threads(threads)
+        with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+            return work(job)
+
+    with _torch_threads(threads):
+        pool = ThreadPoolExecutor(min(workers, len(jobs)))
+        try:
+            futures = [pool.submit(in_worker, job) for job in jobs]
+            for future in futures:
+                yield future.result()
+        finally:  # an error or an interrupt: the batches not started yet are dropped, not decoded
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
 def _run_sharing_prefixes(model, token_ids, decode, rows_per_batch: int, batch_size: int, chunk_batches: int, pad_id: int,
                           show_progress: bool, desc: str, row_cost: Optional[Callable] = None) -> list:
     """``decode(cache, mask, rests)`` over batches of ``rows_per_batch`` prompts, prefixes run once (see
     above). With ``row_cost`` (the cache positions a prompt's rows hold; beam search), a batch holds
     fewer prompts where their costs pass :data:`DECODE_BATCH_TOKENS`, and prefix passes and chunks
-    keep to :data:`PREFILL_BATCH_TOKENS` and :data:`CHUNK_TOKENS`."""
+    keep to :data:`PREFILL_BATCH_TOKENS` and :data:`CHUNK_TOKENS`. A chunk's batches decode side by
+    side where :func:`decode_workers` says so; a chunk of fewer batches than workers is cut into
+    as many batches as there are workers."""
     bounded = row_cost is not None
     for i, ids in enumerate(token_ids):
         if not len(ids):
             raise ValueError(f"prompt {i} has no tokens: a decoder needs at least one to continue")
     device = next(model.parameters()).device
+    workers, threads = decode_workers(device)
     groups = prefix_groups(token_ids)
     chunk_tokens = batch_size * CHUNK_TOKENS_PER_ROW
     if bounded:
@@ -422,11 +524,17 @@ def _run_sharing_prefixes(model, token_ids, decode, rows_per_batch: int, batch_s
         members = sorted(((g, i) for g, (shared, ms) in enumerate(chunk) for i in ms),
                          key=lambda gi: len(token_ids[gi[1]]) - chunk[gi[0]][0])
         costs = [row_cost(token_ids[i]) if bounded else 0 for _, i in members]  # 0: only rows_per_batch binds
-        for lo, hi in decode_batches(costs, rows_per_batch):
-            batch = members[lo:hi]
+        cuts = decode_batches(costs, rows_per_batch)
+        if 1 < workers and len(cuts) < min(workers, len(members)):  # so that no worker waits idle
+            cuts = decode_batches(costs, math.ceil(len(members) / workers))
+        batches = [members[lo:hi] for lo, hi in cuts]
+
+        def decode_batch(batch):
             cache, mask = _cache_of([states[g] for g, _ in batch], device)
-            rests = [token_ids[i][chunk[g][0]:] for g, i in batch]
-            for (_, i), result in zip(batch, decode(cache, mask, rests)):
+            return decode(cache, mask, [token_ids[i][chunk[g][0]:] for g, i in batch])
+
+        for batch, results in zip(batches, _map_side_by_side(decode_batch, batches, workers, threads)):
+            for (_, i), result in zip(batch, results):
                 out[i] = result
             if bar is not None:
                 bar.update(len(batch))
@@ -448,11 +556,11 @@ def _beam_rows(model, cache, mask, rests: Sequence[Sequence[int]], k: int, max_n
     n = len(rests)
     logits, mask, position = _run_rests(model, cache, mask, rests, pad_id)
     # the prompt ran once; its beams start as k copies of it, only the first one live, in a cache
-    # with room for every new token. The prompt's positions stay equal in its k rows: a beam taking
+    # with room for new tokens. The prompt's positions stay equal in its k rows: a beam taking
     # another's place copies only the positions generated since (from `prompt_end` on).
     copies = torch.arange(n, device=mask.device).repeat_interleave(k)
     prompt_end = cache.get_seq_length()
-    cache = _room_for(cache, n * k, prompt_end + max_new_tokens, copies)
+    cache = _room_for(cache, n * k, prompt_end + min(max_new_tokens, FIRST_ROOM), copies, limit=prompt_end + max_new_tokens)
     mask, position = mask[copies], position[copies]
     log_probs = torch.log_softmax(logits.float(), dim=-1)[copies]
     vocab = log_probs.shape[-1]

@@ -127,6 +127,61 @@ def test_a_roomy_cache_holds_what_a_dynamic_cache_holds():
         roomy.update(torch.zeros(4, 2, 2, 3), torch.zeros(4, 2, 2, 3), 0)
 
 
+def _continue(model, pad, num_beams, max_new_tokens, prompts_per_batch):
+    """PROMPTS continued without stop tokens: greedy for one beam, else beam search."""
+    from d2t_metrics import decoding
+
+    with torch.inference_mode():
+        if num_beams == 1:
+            return decoding.greedy_continuations(model, PROMPTS, max_new_tokens=max_new_tokens, stop_ids=[], pad_id=pad,
+                                                 batch_size=prompts_per_batch, show_progress=False)
+        return decoding.beam_continuations(model, PROMPTS, num_beams=num_beams, max_new_tokens=max_new_tokens, stop_ids=[],
+                                           pad_id=pad, batch_size=prompts_per_batch * num_beams, show_progress=False)
+
+
+def test_a_roomy_cache_grows_its_room_for_new_tokens_up_to_its_limit():
+    from d2t_metrics import decoding
+    from transformers import DynamicCache
+
+    plain = DynamicCache()
+    for layer in range(2):
+        keys = torch.arange(4 * 2 * 5 * 3, dtype=torch.float32).view(4, 2, 5, 3) + 1000 * layer
+        plain.update(keys, -keys, layer)
+    roomy = decoding._room_for(plain, 4, 5 + 1, limit=5 + 4)  # room for one new token, up to four
+    decoding.CACHE_WORK.reset()
+    rooms = []
+    for step in range(4):
+        for layer in range(2):
+            new = torch.full((4, 2, 1, 3), float(step + 10 * layer))
+            k1, v1 = plain.update(new, -new, layer)
+            k2, v2 = roomy.update(new, -new, layer)
+            assert torch.equal(k1, k2) and torch.equal(v1, v2)
+        rooms.append(roomy.layers[0].key_buffer.shape[2])
+    assert rooms == [6, 7, 9, 9]  # the room for new tokens doubles (1, 2, 4), within the limit
+    assert decoding.CACHE_WORK.moved == 2 * 4 * (6 + 7)  # two growths of both layers copy what they held
+    with pytest.raises(RuntimeError, match="room exhausted"):
+        roomy.update(torch.zeros(4, 2, 1, 3), torch.zeros(4, 2, 1, 3), 0)
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_a_growing_cache_continues_as_one_with_all_the_room_from_the_start(varied_lm, monkeypatch, num_beams):
+    from d2t_metrics import decoding
+
+    tokenizer, model = varied_lm
+    pad = tokenizer.pad_token_id
+
+    def run(first_room):
+        monkeypatch.setattr(decoding, "FIRST_ROOM", first_room)
+        return _continue(model, pad, num_beams, max_new_tokens=12, prompts_per_batch=8)
+
+    decoding.CACHE_WORK.reset()
+    whole = run(12)
+    moved_whole = decoding.CACHE_WORK.moved
+    decoding.CACHE_WORK.reset()
+    assert run(1) == whole and all(len(c) == 12 for c in (whole if num_beams == 1 else whole[0]))
+    assert decoding.CACHE_WORK.moved > moved_whole  # the room grew: the rows were copied to larger buffers
+
+
 def test_only_rows_that_change_are_copied_and_only_from_the_start_given():
     from d2t_metrics import decoding
 
@@ -188,3 +243,87 @@ def test_a_token_budget_bounds_each_beam_batch_and_changes_no_continuation(varie
         assert bounded_cells == free_cells
     else:
         assert bounded_cells <= 2 * num_beams * (41 + 6) < free_cells
+
+
+@pytest.fixture
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_a_cpu_decodes_two_batches_at_once_on_its_threads_a_gpu_one(two_threads, monkeypatch):
+    from d2t_metrics import decoding
+
+    assert decoding.decode_workers("cpu") == (2, 1)
+    assert decoding.decode_workers(torch.device("cuda", 0)) == (1, 2)  # only the device's kind is read
+    monkeypatch.setattr(decoding, "CPU_DECODE_WORKERS", 1)
+    assert decoding.decode_workers("cpu") == (1, 2)
+    torch.set_num_threads(1)
+    monkeypatch.setattr(decoding, "CPU_DECODE_WORKERS", 2)
+    assert decoding.decode_workers("cpu") == (1, 1)
+    torch.set_num_threads(5)
+    assert decoding.decode_workers("cpu") == (2, 2)
+    monkeypatch.setenv("D2T_DECODE_WORKERS", "1")  # a user's way to hold one batch's cache, not two
+    assert decoding.decode_workers("cpu") == (1, 5)
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("D2T_DECODE_WORKERS", bad)
+        with pytest.raises(ValueError, match="D2T_DECODE_WORKERS"):
+            decoding.decode_workers("cpu")
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_batches_decoded_side_by_side_continue_as_one_at_a_time(varied_lm, two_threads, monkeypatch, num_beams):
+    """Two batches decode at once (a barrier in the model makes each worker's first step wait for
+    the other's: it breaks unless both run together), each on one thread in inference mode; the
+    continuations are those of one batch at a time, and torch's thread count is given back."""
+    import threading
+
+    from d2t_metrics import decoding
+
+    tokenizer, model = varied_lm
+    pad = tokenizer.pad_token_id
+    forward = model.forward
+    barrier, waited, seen = threading.Barrier(2, timeout=60), set(), []
+
+    def stepping(*args, **kwargs):
+        if kwargs["input_ids"].shape[1] == 1 and threading.get_ident() not in waited:
+            waited.add(threading.get_ident())
+            barrier.wait()
+            seen.append((torch.get_num_threads(), torch.is_inference_mode_enabled()))
+        return forward(*args, **kwargs)
+
+    def run(workers):
+        monkeypatch.setattr(decoding, "CPU_DECODE_WORKERS", workers)
+        return _continue(model, pad, num_beams, max_new_tokens=8, prompts_per_batch=32)
+
+    one = run(1)  # 7 prompts: one batch
+    model.forward = stepping
+    try:
+        two = run(2)  # the chunk is cut in two batches so that no worker waits idle
+    finally:
+        del model.forward
+    assert two == one
+    assert len(waited) == 2 and seen == [(1, True), (1, True)]
+    assert torch.get_num_threads() == 2
+
+
+def test_an_error_in_a_side_by_side_batch_reaches_the_caller_and_threads_are_given_back(varied_lm, two_threads):
+    from d2t_metrics import decoding
+
+    tokenizer, model = varied_lm
+
+    def failing(*args, **kwargs):
+        if kwargs["input_ids"].shape[1] == 1:
+            raise RuntimeError("out of memory in a worker")
+        return type(model).forward(model, *args, **kwargs)
+
+    model.forward = failing
+    try:
+        with pytest.raises(RuntimeError, match="out of memory in a worker"), torch.inference_mode():
+            decoding.greedy_continuations(model, PROMPTS, max_new_tokens=4, stop_ids=[], pad_id=tokenizer.pad_token_id,
+                                          batch_size=4, show_progress=False)
+    finally:
+        del model.forward
+    assert torch.get_num_threads() == 2

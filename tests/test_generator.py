@@ -225,12 +225,16 @@ def test_sharing_prefixes_gives_the_continuations_of_transformers_generate(varie
         assert any(t.endswith("e") for t in shared) and all(t.count("e") <= 1 for t in shared)
 
 
-def test_rows_leave_the_batch_when_they_stop(varied_lm):
+def test_rows_leave_the_batch_when_they_stop(varied_lm, monkeypatch):
     """Token level, against transformers' generate with the same stop token:
     the row that stops after two tokens is gone from the later steps, and
-    the others go on unchanged."""
+    the others go on unchanged (one batch: decoded alone, not cut in two for
+    a second CPU worker)."""
     import torch
 
+    from d2t_metrics import decoding
+
+    monkeypatch.setattr(decoding, "CPU_DECODE_WORKERS", 1)
     from d2t_metrics.decoding import greedy_continuations
 
     tokenizer, model = varied_lm
@@ -327,12 +331,16 @@ def test_beams_sharing_prefixes_are_those_of_transformers_generate(varied_lm, mo
     assert shared[0] == shared[2] and sum(len(b) > 1 for b in shared) >= 4  # several distinct beams per prompt
 
 
-def test_beam_search_token_level_with_stops_and_rows_leaving(varied_lm):
+def test_beam_search_token_level_with_stops_and_rows_leaving(varied_lm, monkeypatch):
     """Token level, one prompt at a time through transformers' generate, with
     stop tokens that end some beams early: the same beams in the same order,
-    and a prompt whose beams are settled leaves the batch before the others."""
+    and a prompt whose beams are settled leaves the batch before the others
+    (one batch, as in the test above)."""
     import torch
 
+    from d2t_metrics import decoding
+
+    monkeypatch.setattr(decoding, "CPU_DECODE_WORKERS", 1)
     from d2t_metrics.decoding import beam_continuations
 
     tokenizer, model = varied_lm
