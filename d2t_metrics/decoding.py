@@ -473,8 +473,7 @@ def _map_side_by_side(work: Callable, jobs: list, workers: int, threads: int):
         return
     inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()  # both are per thread
 
-    def in_worker(job):
-        torch.set_num_threads(threads)
+    def in_worker(job):  # torch's thread count is read from the setting made below; these two are not
         with torch.inference_mode(inference), torch.set_grad_enabled(grad):
             return work(job)
 
