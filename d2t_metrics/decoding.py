@@ -38,7 +38,10 @@ are. Each batch is the one decoded alone; a chunk of fewer batches than
 workers is cut into as many, which changes a row's batch, and so its float32
 sums only as batching always may (the outputs of the bundled lines, the
 hostile inputs and WebNLG samples stayed byte-identical: RESULTS.md
-`quiet_checks`). A GPU decodes one batch at a time.
+`quiet_checks`). A GPU decodes one batch at a time. On an x86-64 CPU the
+models :func:`d2t_metrics.generator.load_generator` loads run their linear
+layers by oneDNN on weights packed once (:mod:`d2t_metrics.cpu_linear`), and
+each chunk gives its freed memory back to the system when it ends.
 
 Only decoders whose forward takes ``position_ids``, a 2-D ``attention_mask``
 with holes and a :class:`transformers.DynamicCache` are run this way
@@ -59,6 +62,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from .cpu_linear import give_back_free_memory
 from .hub import progress
 
 PREFIX_SHARING_MODELS = ("llama",)
@@ -538,6 +542,7 @@ def _run_sharing_prefixes(model, token_ids, decode, rows_per_batch: int, batch_s
             if bar is not None:
                 bar.update(len(batch))
         del states
+        give_back_free_memory()  # the chunk's caches and prefixes (d2t_metrics.cpu_linear)
     if bar is not None:
         bar.close()
     return out

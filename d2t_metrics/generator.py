@@ -35,6 +35,7 @@ from safetensors.torch import load_file, save_file
 from .bases import DEFAULT_GENERATOR, resolve_base_path
 from .batching import run_batched
 from .checkpoints import ADAPTER_WEIGHTS, apply_lora, load_checkpoint, save_checkpoint, warm_start
+from .cpu_linear import pack_linear_layers, use_packed_layers
 from .decoding import beam_continuations, greedy_continuations, stop_token_ids, supports_prefix_sharing
 from .hub import local_files_only, quiet_loading
 from .models import default_dtype, get_device
@@ -78,27 +79,32 @@ QUANTIZATIONS = ("int8",)
 
 def load_generator(path: str, device: Optional[str] = None, dtype=None, quantize: Optional[str] = None):
     """``(tokenizer, model, recipe)`` of a generator checkpoint (adapters merged), once per process;
-    ``quantize="int8"`` (opt-in, CPU only) runs its linear layers in int8 (:data:`QUANTIZATIONS`)."""
+    ``quantize="int8"`` (opt-in, CPU only) runs its linear layers in int8 (:data:`QUANTIZATIONS`).
+    A float32 model on an x86-64 CPU runs its linear layers by oneDNN on weights packed once
+    (:mod:`d2t_metrics.cpu_linear`; ``D2T_CPU_LINEAR=torch`` keeps torch's)."""
     if quantize is not None and quantize not in QUANTIZATIONS:
         raise ValueError(f"unknown quantization {quantize!r}; choose one of {QUANTIZATIONS} or None")
     device = get_device(device)
     if quantize is not None and not device.startswith("cpu"):
         raise ValueError(f"quantize={quantize!r} runs on the CPU only, not on {device!r}")
     dtype = dtype or default_dtype(device)
+    packed = quantize is None and use_packed_layers(device, dtype)
     return _load_generator_cached(os.path.abspath(path) if os.path.isdir(path) else path, device, str(dtype).replace("torch.", ""),
-                                  quantize)
+                                  quantize, packed)
 
 
-_LOADED: Dict[Tuple[str, str, str, Optional[str]], Any] = {}
+_LOADED: Dict[Tuple[str, str, str, Optional[str], bool], Any] = {}
 
 
-def _load_generator_cached(path: str, device: str, dtype_name: str, quantize: Optional[str] = None):
-    key = (path, device, dtype_name, quantize)
+def _load_generator_cached(path: str, device: str, dtype_name: str, quantize: Optional[str] = None, packed: bool = False):
+    key = (path, device, dtype_name, quantize, packed)
     if key not in _LOADED:
         tokenizer, model, meta, _extra = load_checkpoint(path, device=device, dtype=getattr(torch, dtype_name))
         _prepare_tokenizer(tokenizer)
         if quantize == "int8":
             model = quantize_int8(model)
+        elif packed:
+            pack_linear_layers(model)
         if len(_LOADED) >= 4:
             _LOADED.pop(next(iter(_LOADED)))
         _LOADED[key] = (tokenizer, model, meta)

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from d2t_metrics import bases, generator, hub
+from d2t_metrics import bases, cpu_linear, generator, hub
 
 PAIRS = [("Question for: Paris\nAnswer:", "what is the capital"), ("Question for: Texas\nAnswer:", "where was he born")] * 4
 
@@ -387,11 +387,36 @@ def test_int8_is_opt_in_cpu_only_and_still_generates(trained):
     tokenizer, plain, _ = generator.load_generator(out, device="cpu")
     _, quantized, _ = generator.load_generator(out, device="cpu", quantize="int8")
     assert quantized is not plain and quantized is generator.load_generator(out, device="cpu", quantize="int8")[1]
-    assert any(type(m) is torch.nn.Linear for m in plain.modules())  # the default keeps float32 layers
-    assert not any(type(m) is torch.nn.Linear for m in quantized.modules())
+    float32_layers = (torch.nn.Linear, cpu_linear.PackedLinear)
+    assert any(type(m) in float32_layers for m in plain.modules())  # the default keeps float32 layers
+    assert not any(type(m) in float32_layers for m in quantized.modules())
     texts = generator.generate(quantized, tokenizer, ["Question for: Paris\nAnswer:", "x"], max_new_tokens=4, show_progress=False)
     assert len(texts) == 2 and all(isinstance(t, str) for t in texts)
     with pytest.raises(ValueError, match="unknown quantization"):
         generator.load_generator(out, device="cpu", quantize="int4")
     with pytest.raises(ValueError, match="CPU only"):
         generator.load_generator(out, device="cuda", quantize="int8")
+
+
+# ---------------------------------------------------------------- oneDNN on packed weights (d2t_metrics.cpu_linear)
+
+
+@pytest.mark.skipif(not cpu_linear.onednn_available(), reason="no oneDNN packed inner product here (x86-64 only)")
+def test_load_generator_packs_its_layers_unless_told_not_to(trained, monkeypatch):
+    import torch
+
+    out, _ = trained
+    monkeypatch.delenv(cpu_linear.ENV_VAR, raising=False)
+    tokenizer, packed, _ = generator.load_generator(out, device="cpu")
+    assert type(packed.lm_head) is cpu_linear.PackedLinear and not any(type(m) is torch.nn.Linear for m in packed.modules())
+    monkeypatch.setenv(cpu_linear.ENV_VAR, "torch")
+    _, plain, _ = generator.load_generator(out, device="cpu")
+    assert plain is not packed and type(plain.lm_head) is torch.nn.Linear  # cached apart
+    prompts = ["Question for: Paris\nAnswer:", "Question for: a much longer prompt about the river\nAnswer:", "x"]
+    assert (generator.generate(packed, tokenizer, prompts, max_new_tokens=6, show_progress=False)
+            == generator.generate(plain, tokenizer, prompts, max_new_tokens=6, show_progress=False))
+    assert (generator.generate_alternatives(packed, tokenizer, prompts, 3, max_new_tokens=5, show_progress=False)
+            == generator.generate_alternatives(plain, tokenizer, prompts, 3, max_new_tokens=5, show_progress=False))
+    monkeypatch.setenv(cpu_linear.ENV_VAR, "fast")
+    with pytest.raises(ValueError, match="D2T_CPU_LINEAR"):
+        generator.load_generator(out, device="cpu")
