@@ -36,6 +36,7 @@ import os
 import platform
 import struct
 import sys
+from typing import Dict
 
 import torch
 
@@ -103,10 +104,13 @@ def pack_linear_layers(model: torch.nn.Module) -> int:
         weight = getattr(parent, name).weight
         if weight.device.type != "cpu" or weight.dtype != torch.float32:
             raise ValueError(f"pack_linear_layers needs float32 weights on the CPU, got {weight.dtype} on {weight.device}")
-    holders = {}  # how many modules hold each parameter: an LM head tied to the embedding shares its weight
+    # how many parameters of which modules use each piece of memory: an LM head tied to the
+    # embedding shares its weight (the same parameter, or another one over the same storage)
+    holders: Dict[int, int] = {}
     for module in model.modules():
         for tensor in module.parameters(recurse=False):
-            holders[id(tensor)] = holders.get(id(tensor), 0) + 1
+            key = tensor.untyped_storage().data_ptr()
+            holders[key] = holders.get(key, 0) + 1
     mapped = _mapped_checkpoints()
     packed = {}
     for parent, name in slots:
@@ -115,7 +119,7 @@ def pack_linear_layers(model: torch.nn.Module) -> int:
             packed[id(linear)] = PackedLinear(linear)
             # a weight no other module holds is dead now; a shared one (the embedding) only if
             # none of its pages was written, so that the file gives it back as it was
-            _give_back_pages(linear.weight, mapped, in_use=holders[id(linear.weight)] > 1)
+            _give_back_pages(linear.weight, mapped, in_use=holders[linear.weight.untyped_storage().data_ptr()] > 1)
         setattr(parent, name, packed[id(linear)])
         del linear
     give_back_free_memory()

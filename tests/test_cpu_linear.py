@@ -214,3 +214,22 @@ def test_decoding_gives_memory_back_after_each_chunk(monkeypatch):
     with torch.inference_mode():
         decoding.greedy_continuations(model, prompts, 4, [1], 0, batch_size=1, show_progress=False)
     assert len(chunks) == 3
+
+
+@linux_only
+@needs_onednn
+def test_a_weight_shared_through_its_storage_keeps_its_pages(tmp_path, monkeypatch):
+    values = torch.randn(8 * 1024)
+    flat, mapping = _mapped_tensor(tmp_path, values)
+    flat.mul_(2)  # written pages, as after a LoRA merge
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128, bias=False), torch.nn.Linear(64, 128, bias=False))
+    with torch.no_grad():  # two parameters over one storage: a tie by memory, not by object
+        model[0].weight = torch.nn.Parameter(flat.view(128, 64), requires_grad=False)
+        model[1].weight = torch.nn.Parameter(flat.view(128, 64), requires_grad=False)
+    dropped = []
+    monkeypatch.setattr(cpu_linear, "_unwritten", lambda first, last: dropped.append((first, last)) or False)
+    cpu_linear.pack_linear_layers(model)
+    assert len(dropped) == 2  # each asked whether its pages could go: written, so kept
+    assert torch.equal(flat, values * 2)
+    del flat, model
+    mapping.close()
