@@ -12,9 +12,9 @@ at 105 instead of 83 GFLOP/s and its 49,152-word LM head at 92 instead of 51.
 Whole command lines, before and after, alternating (RESULTS.md `quiet_checks`,
 session 37): all five metrics on the bundled lines 1.20x less CPU time,
 data_questeval on 60 WebNLG outputs 1.24x, fact_accuracy on 300 1.36x, every
-output byte-identical; peak memory 0.15-0.25 GB higher. The sums are the same float32 products in another
-order, as when a batch changes: a continuation can only change where two
-tokens tie to the last bits. The encoders (NLI, DAE, QA) gained under 10 %
+output byte-identical; peak memory 0.15-0.25 GB higher. The sums are the same
+float32 products in another order, as when a batch changes: a continuation can
+only change where two tokens tie to the last bits. The encoders (NLI, DAE, QA) gained under 10 %
 and keep torch's layers, so that their ONNX export (``backend="onnx"``) still
 sees plain ``nn.Linear`` modules.
 

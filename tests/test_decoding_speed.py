@@ -103,7 +103,7 @@ def test_greedy_is_that_of_generate_and_a_step_copies_nothing(varied_lm):
     assert decoding.CACHE_WORK.moved < counted.dynamic_cache_copies(beams=False) / 3
 
 
-def _filled_cache(rows=4, heads=2, length=5, dim=3, room=4):
+def _filled_cache(rows=4, heads=2, length=5, dim=3, room=4, limit=None):
     from d2t_metrics.decoding import _room_for
     from transformers import DynamicCache
 
@@ -111,17 +111,22 @@ def _filled_cache(rows=4, heads=2, length=5, dim=3, room=4):
     for layer in range(2):
         keys = torch.arange(rows * heads * length * dim, dtype=torch.float32).view(rows, heads, length, dim) + 1000 * layer
         plain.update(keys, -keys, layer)
-    return plain, _room_for(plain, rows, length + room)
+    return plain, _room_for(plain, rows, length + room, limit=limit)
+
+
+def _step_both(plain, roomy, step):
+    """One new position in both caches' two layers; both must then read the same keys and values."""
+    for layer in range(2):
+        new = torch.full((4, 2, 1, 3), float(step + 10 * layer))
+        k1, v1 = plain.update(new, -new, layer)
+        k2, v2 = roomy.update(new, -new, layer)
+        assert torch.equal(k1, k2) and torch.equal(v1, v2)
 
 
 def test_a_roomy_cache_holds_what_a_dynamic_cache_holds():
     plain, roomy = _filled_cache()
     for step in range(3):
-        for layer in range(2):
-            new = torch.full((4, 2, 1, 3), float(step + 10 * layer))
-            k1, v1 = plain.update(new, -new, layer)
-            k2, v2 = roomy.update(new, -new, layer)
-            assert torch.equal(k1, k2) and torch.equal(v1, v2)
+        _step_both(plain, roomy, step)
     assert roomy.get_seq_length() == plain.get_seq_length() == 8
     with pytest.raises(RuntimeError, match="room"):
         roomy.update(torch.zeros(4, 2, 2, 3), torch.zeros(4, 2, 2, 3), 0)
@@ -141,21 +146,12 @@ def _continue(model, pad, num_beams, max_new_tokens, prompts_per_batch):
 
 def test_a_roomy_cache_grows_its_room_for_new_tokens_up_to_its_limit():
     from d2t_metrics import decoding
-    from transformers import DynamicCache
 
-    plain = DynamicCache()
-    for layer in range(2):
-        keys = torch.arange(4 * 2 * 5 * 3, dtype=torch.float32).view(4, 2, 5, 3) + 1000 * layer
-        plain.update(keys, -keys, layer)
-    roomy = decoding._room_for(plain, 4, 5 + 1, limit=5 + 4)  # room for one new token, up to four
+    plain, roomy = _filled_cache(room=1, limit=5 + 4)  # room for one new token, up to four
     decoding.CACHE_WORK.reset()
     rooms = []
     for step in range(4):
-        for layer in range(2):
-            new = torch.full((4, 2, 1, 3), float(step + 10 * layer))
-            k1, v1 = plain.update(new, -new, layer)
-            k2, v2 = roomy.update(new, -new, layer)
-            assert torch.equal(k1, k2) and torch.equal(v1, v2)
+        _step_both(plain, roomy, step)
         rooms.append(roomy.layers[0].key_buffer.shape[2])
     assert rooms == [6, 7, 9, 9]  # the room for new tokens doubles (1, 2, 4), within the limit
     assert decoding.CACHE_WORK.moved == 2 * 4 * (6 + 7)  # two growths of both layers copy what they held
