@@ -64,9 +64,12 @@ set before any metric loads); the previous settings are restored afterwards.
 ``load`` and ``compute`` and the stages the metrics mark inside them
 (:mod:`d2t_metrics.timing`).
 
-Run under ``torchrun`` or ``accelerate launch``, ``score`` splits the input
-lines over the processes (GPUs, machines) and the first process writes the
-one output a single process would (:mod:`d2t_metrics.sharding`).
+A metric scores the input in blocks of ``--block-lines`` lines, one
+``compute()`` call each (:mod:`d2t_metrics.blocks`): every line is checked
+before the first block, and one progress bar counts the lines. Run under
+``torchrun`` or ``accelerate launch``, ``score`` gives each process whole
+blocks (GPUs, machines) and the first process writes the one output a single
+process with as many threads writes, byte for byte (:mod:`d2t_metrics.sharding`).
 
 ``evaluate`` (and with it torch) is imported only when a metric loads:
 ``--help``, ``list`` and ``doctor`` start at once.
@@ -83,6 +86,7 @@ from typing import Optional, Sequence
 from . import runner
 from . import sharding
 from . import timing
+from .blocks import BLOCK_LINES
 from .runner import Corpus
 from .runner import InterruptGuard
 from .runner import Outcome
@@ -153,9 +157,9 @@ def score(args) -> int:
                 for p in prepared:
                     run.current = p.name
                     if launch is None:
-                        runner.run_prepared(p, corpus, outcome)
+                        runner.run_prepared(p, corpus, outcome, args.block_lines)
                     else:
-                        sharding.run_sharded(p, corpus, outcome, launch)
+                        sharding.run_sharded(p, corpus, outcome, launch, args.block_lines)
                 run.current = None
         except KeyboardInterrupt:  # raised by code (not the signal, which the guard handles)
             return finish_interrupted(args, run)
@@ -262,6 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--option", action="append", default=[], metavar="NAME.KEY=VALUE",
                    help="a compute() option of one metric, e.g. parent.tokenizer=whitespace or dae.threshold=0.3 (repeatable; JSON values)")
     s.add_argument("--batch-size", type=int, help="batch size for model-based metrics")
+    s.add_argument("--block-lines", type=int, default=BLOCK_LINES, metavar="N",
+                   help=f"lines per compute() call (default {BLOCK_LINES}; 0: the whole input at once); a run sharded "
+                        "over processes writes what one process with the same N and threads per process writes, byte for byte")
     s.add_argument("--no-progress", action="store_true", help="hide all progress bars")
     s.add_argument("--timing", action="store_true", help="print where the time went (each metric's load, compute and inner stages) to stderr")
     s.set_defaults(func=score)
@@ -296,6 +303,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "score" and args.batch_size is not None and args.batch_size < 1:
         parser.error(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.command == "score" and args.block_lines < 0:
+        parser.error(f"--block-lines must be >= 0 (0: the whole input at once), got {args.block_lines}")
     try:
         return args.func(args, rest) if args.command == "explain" else args.func(args)
     except UsageError as e:

@@ -283,14 +283,8 @@ class CheckedInputs:
         Every input is checked first (``ValueError`` naming the argument and the
         example index), before evaluate stores anything.
         """
-        given, options = self._split_call({"predictions": predictions, "references": references, **kwargs})
-        self._check_options(options)
-        self._check_common_options(options)
-        self._check_option_values(options)
-        if given:
-            columns = self._checked_columns(given, offset=0)
-            if not columns["predictions"]:
-                raise ValueError("predictions is empty; pass at least one example")
+        columns, options = self._checked_call({"predictions": predictions, "references": references, **kwargs})
+        if columns is not None:
             self._store(columns)
         elif self.writer is None:
             raise ValueError(
@@ -301,6 +295,25 @@ class CheckedInputs:
         except BaseException:
             self._discard_stored()
             raise
+
+    def check(self, *, predictions=None, references=None, **kwargs) -> None:
+        """Check a compute() call's inputs and options as compute() does (``ValueError``
+        naming the argument and the example index), storing and computing nothing:
+        what a caller that computes in parts runs on the whole first."""
+        self._checked_call({"predictions": predictions, "references": references, **kwargs})
+
+    def _checked_call(self, call: Dict[str, Any]) -> Tuple[Optional[Dict[str, list]], Dict[str, Any]]:
+        """``(the checked columns, or None when no input was given; the options)``."""
+        given, options = self._split_call(call)
+        self._check_options(options)
+        self._check_common_options(options)
+        self._check_option_values(options)
+        if not given:
+            return None, options
+        columns = self._checked_columns(given, offset=0)
+        if not columns["predictions"]:
+            raise ValueError("predictions is empty; pass at least one example")
+        return columns, options
 
     def add_batch(self, *, predictions=None, references=None, **kwargs):
         """Add a batch of examples, each checked first (``ValueError`` naming the argument and its index in the batch)."""

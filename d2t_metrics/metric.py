@@ -121,12 +121,12 @@ class D2TMetric(CheckedInputs, evaluate.Metric, metaclass=abc.ABCMeta):
         """The corpus-level part of ``compute(..., per_example=True)``'s result (every key but
         ``"examples"``), computed from the per-example dicts alone, in input order.
 
-        The command line shards a run over processes (:mod:`d2t_metrics.sharding`) with it:
-        each process scores its share of the examples, and the first computes the corpus scores
-        of the whole from the gathered per-example dicts, which must give exactly what
-        ``_compute`` gives on all of them at once (the same sums, in the same order). A metric
-        overrides it when its corpus scores follow from its per-example ones; one that does not
-        is scored by one process. ``NotImplementedError`` here."""
+        The command line scores a metric that has it in blocks of lines (:mod:`d2t_metrics.blocks`),
+        and shards those over processes (:mod:`d2t_metrics.sharding`): the corpus scores of the
+        whole come from the joined per-example dicts, which must give exactly what ``_compute``
+        gives on all of them at once (the same sums, in the same order). A metric overrides it
+        when its corpus scores follow from its per-example ones; one that does not is scored in
+        one call, by one process. ``NotImplementedError`` here."""
         raise NotImplementedError(f"{self.name} does not say how its corpus scores follow from per-example ones")
 
     def declared_features(self, table_id: str = "table") -> datasets.Features:
@@ -155,11 +155,19 @@ class D2TMetric(CheckedInputs, evaluate.Metric, metaclass=abc.ABCMeta):
         Every input is checked first (``ValueError`` naming the argument and the
         example index), before evaluate stores anything.
         """
-        given = {"predictions": predictions, "references": references, **kwargs}
-        if predictions is not None:
+        self._check_metric_call({"predictions": predictions, "references": references, **kwargs})
+        return super().compute(predictions=predictions, references=references, **kwargs)
+
+    def check(self, *, predictions=None, references=None, **kwargs) -> None:
+        """What :meth:`compute` checks, storing and computing nothing (``ValueError`` naming
+        the argument and the example index); no model is loaded."""
+        self._check_metric_call({"predictions": predictions, "references": references, **kwargs})
+        super().check(predictions=predictions, references=references, **kwargs)
+
+    def _check_metric_call(self, given: Dict[str, Any]) -> None:
+        if given["predictions"] is not None:
             self._check_call({k: v for k, v in given.items() if k in self.accepted_inputs and v is not None},
                              {k: v for k, v in given.items() if k not in self.accepted_inputs})
-        return super().compute(predictions=predictions, references=references, **kwargs)
 
     def _check_call(self, inputs: Dict[str, Any], options: Dict[str, Any]) -> None:
         """Refuse a call whose options need an input it was not given (metrics override this)."""

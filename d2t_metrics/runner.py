@@ -74,6 +74,11 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from .blocks import BLOCK_LINES
+from .blocks import block_arguments
+from .blocks import block_bounds
+from .blocks import global_indices
+from .blocks import splits_exactly
 from .locations import checkpoints_dir
 from .locations import metrics_dir
 from .tables import parse_table
@@ -753,34 +758,92 @@ def prepare_metric(name, path, config, requested_model, checkpoints_dir, corpus,
     return PreparedMetric(name=name, metric=metric, config=config, model=model_in_use(metric, model), kwargs=kwargs)
 
 
-def run_metric(prepared: PreparedMetric, corpus: Corpus) -> MetricRun:
+def run_metric(prepared: PreparedMetric, corpus: Corpus, block_lines: int = BLOCK_LINES) -> MetricRun:
     """Load the metric's model and score; :class:`Skip` when it cannot run here, any other error when it fails."""
-    result, examples = compute_result(prepared, corpus)
-    return metric_run(prepared, corpus_scores(result), examples)
+    scores, examples = compute_result(prepared, corpus, block_lines=block_lines)
+    return metric_run(prepared, scores, examples)
 
 
-def compute_result(prepared: PreparedMetric, corpus: Corpus) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
-    """``(result, its per-example dicts)`` of loading and computing one metric on ``corpus``, its load
-    and compute timed as the stages ``"<name>: load"`` and ``"<name>: compute"`` (:mod:`d2t_metrics.timing`);
-    :class:`Skip` when it cannot run here, :class:`MetricFailed` for an unusable result."""
-    metric = prepared.metric
+def compute_result(prepared: PreparedMetric, corpus: Corpus, start: int = 0, end: Optional[int] = None,
+                   block_lines: int = BLOCK_LINES) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+    """``(corpus scores, per-example dicts)`` of loading one metric and computing it on lines
+    ``[start, end)`` of ``corpus`` (all by default), its load and compute timed as the stages
+    ``"<name>: load"`` and ``"<name>: compute"`` (:mod:`d2t_metrics.timing`).
+
+    Every line is checked first where the metric can check without computing (a ``D2TMetric``'s
+    ``check``), so that a bad line is refused before the model loads. A metric whose corpus scores
+    follow from its per-example ones computes in blocks of ``block_lines`` lines
+    (:mod:`d2t_metrics.blocks`) with one progress bar over the lines; any other in one call.
+    :class:`Skip` when it cannot run here, :class:`MetricFailed` for an unusable result,
+    ``ValueError`` naming the input's example."""
+    end = len(corpus) if end is None else end
+    metric, kwargs = prepared.metric, block_arguments(prepared.kwargs, start, end)
+    blocks = block_bounds(start, end, block_lines) if splits_exactly(metric) else [(start, end)]
     try:
+        if is_d2t_metric(type(metric)):  # its check(): every line, before the model loads
+            with stage(f"{prepared.name}: checks"), _input_indices(start):
+                metric.check(**kwargs)
         with stage(f"{prepared.name}: load"):
             metric.download_and_prepare()  # where evaluate.load loads models
         with stage(f"{prepared.name}: compute"):
-            result = metric.compute(**prepared.kwargs)
+            if len(blocks) == 1:
+                result, examples = _computed(metric, kwargs, start, end)
+                return corpus_scores(result), examples
+            examples = []
+            show = bool(kwargs.get("show_progress"))
+            with _line_bar(prepared.name, end - start, show) as bar:
+                for s, e in blocks:
+                    part = dict(block_arguments(kwargs, s - start, e - start), **({"show_progress": False} if show else {}))
+                    examples.extend(_computed(metric, part, s, e)[1])
+                    bar.update(e - s)
+            return corpus_scores(metric.corpus_scores(examples)), examples
     except Exception as e:  # noqa: BLE001 - turned into a reason or re-raised
         reason = _skip_reason(e)
         if reason is None:
             raise
         raise Skip(reason) from e
+
+
+def _computed(metric, kwargs: Dict[str, Any], start: int, end: int) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+    """``(result, its per-example dicts)`` of one compute() call on lines ``[start, end)``."""
+    with _input_indices(start):
+        result = metric.compute(**kwargs)
     if not isinstance(result, dict):
         raise MetricFailed(f"compute() returned {type(result).__name__}, not a dict")
     examples = result.get("examples")
-    if not isinstance(examples, list) or len(examples) != len(corpus):
+    if not isinstance(examples, list) or len(examples) != end - start:
         got = "no 'examples'" if examples is None else f"{len(examples) if isinstance(examples, list) else type(examples).__name__} examples"
-        raise MetricFailed(f"compute(per_example=True) gave {got} for {len(corpus)} inputs")
+        raise MetricFailed(f"compute(per_example=True) gave {got} for {end - start} inputs")
     return result, examples
+
+
+@contextlib.contextmanager
+def _input_indices(start: int) -> Iterator[None]:
+    """A ``ValueError`` about lines from ``start`` on names the input's examples: a part's
+    "example 3:" is the input's "example start+3:"."""
+    try:
+        yield
+    except ValueError as e:
+        if start == 0:
+            raise
+        raise ValueError(global_indices(str(e), start)) from e
+
+
+@contextlib.contextmanager
+def _line_bar(name: str, total: int, show: bool):
+    """One progress bar over a metric's lines, scored block by block (the metric's own bars off)."""
+    if not show:
+        yield _NoBar()
+        return
+    from tqdm.auto import tqdm  # lazy: tqdm, shown only with progress bars on
+
+    with tqdm(total=total, desc=f"{name}: lines", unit="line", dynamic_ncols=True) as bar:
+        yield bar
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
 
 
 def metric_run(prepared: PreparedMetric, scores: Dict[str, Any], examples: List[Dict[str, Any]]) -> MetricRun:
@@ -1038,11 +1101,11 @@ def prepare_all(names, metrics_dir, checkpoints_dir, models, configs, options, c
     return prepared
 
 
-def run_prepared(prepared: PreparedMetric, corpus: Corpus, outcome: Outcome) -> None:
+def run_prepared(prepared: PreparedMetric, corpus: Corpus, outcome: Outcome, block_lines: int = BLOCK_LINES) -> None:
     """Load and run one prepared metric, recording what happened in ``outcome``."""
     print(f"d2t-metrics: running {describe(prepared)}", file=sys.stderr)
     try:
-        outcome.runs.append(run_metric(prepared, corpus))
+        outcome.runs.append(run_metric(prepared, corpus, block_lines))
     except Skip as e:
         report_skip(prepared.name, str(e), outcome)
     except Exception as e:  # noqa: BLE001 - one broken metric must not hide the others

@@ -10,17 +10,22 @@ Both launchers set ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
 none, is a plain run). Every process reads and checks the whole input and
 plans every metric on it, exactly as a single process does (so each passes
 the same columns and options); then, per metric, each process scores its
-contiguous share of the lines (:func:`d2t_metrics.parallel.shard_bounds`), on
-its own GPU (``LOCAL_RANK``'s) when CUDA exists, and the first process
-(rank 0) gathers the per-example results over torch.distributed's ``gloo``
-backend (it works on CPU and across machines), computes the corpus scores of
-the whole with the metric's :meth:`d2t_metrics.metric.D2TMetric.corpus_scores`,
-and alone writes the output and prints the scores. The output is the single
-process's: the per-example dicts in input order, and corpus scores computed
-from them as ``_compute`` does. Byte for byte so where an example's scores do
-not depend on the batch it is scored in: model-free metrics, and models at
-``--batch-size 1``; a float32 model padded in other batches moves in the
-7th-8th digit (issue #38), and so do the means of those numbers.
+contiguous share of whole blocks of ``--block-lines`` lines
+(:func:`d2t_metrics.blocks.shard_lines`), on its own GPU (``LOCAL_RANK``'s)
+when CUDA exists, and the first process (rank 0) gathers the per-example
+results over torch.distributed's ``gloo`` backend (it works on CPU and across
+machines), computes the corpus scores of the whole with the metric's
+:meth:`d2t_metrics.metric.D2TMetric.corpus_scores`, and alone writes the
+output and prints the scores. The output is the single process's, byte for
+byte: a single process scores the same blocks, one ``compute()`` call each, so
+every example is batched with the same lines in both runs (a float32 model's
+numbers move in their 7th–8th digit with the batch an example is padded in),
+and the corpus scores are computed from the same per-example dicts. That
+holds where each process runs the same kernels: the same hardware, libraries
+and threads per process. On a CPU a float32 number can move in its 8th digit
+with the thread count, and torchrun gives each process one thread, so the
+one-process run a sharded CPU run equals is ``OMP_NUM_THREADS=1 d2t-metrics
+score ...`` (benchmarks/RESULTS.md, sections ``sharding_*``).
 
 Every process prints its own warnings and skips; the first alone prints the
 scores, ``--timing`` (its own stages, ``<name>: gather`` being its wait for
@@ -46,7 +51,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from . import runner
-from .parallel import shard_bounds
+from .blocks import BLOCK_LINES
+from .blocks import shard_lines
+from .blocks import splits_exactly
 from .runner import Corpus
 from .runner import Outcome
 from .runner import PreparedMetric
@@ -57,8 +64,6 @@ from .timing import stage
 # How long a process waits for the others at a gather: a shard may take hours, and a metric
 # that cannot be sharded keeps all but rank 0 waiting while it runs (torch's default is 30 min).
 GATHER_TIMEOUT = datetime.timedelta(days=2)
-# compute() arguments that hold one value per example: what a shard slices.
-PER_EXAMPLE_ARGUMENTS = ("predictions", *runner.INPUT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -120,34 +125,11 @@ def started(launch: Optional[Launch]) -> Iterator[None]:
         dist.destroy_process_group()
 
 
-def splits_exactly(metric) -> bool:
-    """Whether the metric's corpus scores follow from its per-example ones: a ``D2TMetric`` whose
-    class defines :meth:`~d2t_metrics.metric.D2TMetric.corpus_scores`."""
-    from .metric import D2TMetric  # lazy: evaluate, imported by now (the metric's module did)
-
-    return isinstance(metric, D2TMetric) and type(metric).corpus_scores is not D2TMetric.corpus_scores
-
-
-def corpus_slice(corpus: Corpus, start: int, end: int) -> Corpus:
-    """Lines ``[start, end)`` of ``corpus``, with their own line numbers."""
-    cut = lambda column: None if column is None else column[start:end]  # noqa: E731
-    return replace(corpus, ids=corpus.ids[start:end], predictions=corpus.predictions[start:end],
-                   references=cut(corpus.references), tables=cut(corpus.tables), sources=cut(corpus.sources),
-                   line_numbers=corpus.line_numbers[start:end])
-
-
-def shard_of(prepared: PreparedMetric, start: int, end: int, show_progress: bool) -> PreparedMetric:
-    """The prepared metric with its per-example arguments cut to ``[start, end)``; the options,
-    planned on the whole input, are the same in every process."""
-    kwargs: Dict[str, Any] = {k: (v[start:end] if k in PER_EXAMPLE_ARGUMENTS else v) for k, v in prepared.kwargs.items()}
-    if "show_progress" in kwargs:
-        kwargs["show_progress"] = kwargs["show_progress"] and show_progress
-    return replace(prepared, kwargs=kwargs)
-
-
-def global_indices(message: str, start: int) -> str:
-    """A shard's ``example 3:`` is the input's ``example start+3:``."""
-    return re.sub(r"\bexample (\d+):", lambda m: f"example {int(m.group(1)) + start}:", message)
+def shown_progress(kwargs: Dict[str, Any], show: bool) -> Dict[str, Any]:
+    """compute() arguments with the progress bars shown only where ``show`` (the first process)."""
+    if "show_progress" not in kwargs:
+        return kwargs
+    return dict(kwargs, show_progress=kwargs["show_progress"] and show)
 
 
 def agreed(prepared: List[PreparedMetric], outcome: Outcome, launch: Launch) -> List[PreparedMetric]:
@@ -166,35 +148,36 @@ def agreed(prepared: List[PreparedMetric], outcome: Outcome, launch: Launch) -> 
     return kept
 
 
-def score_shard(prepared: PreparedMetric, corpus: Corpus, launch: Launch) -> tuple:
-    """Score this process's share: ``("ran", examples)``, ``("skipped", reason)`` or ``("failed", message)``."""
-    start, end = shard_bounds(len(corpus), launch.world_size, launch.rank)
-    if start == end:  # fewer lines than processes
+def score_shard(prepared: PreparedMetric, corpus: Corpus, launch: Launch, block_lines: int) -> tuple:
+    """Score this process's whole blocks of lines: ``("ran", examples)``, ``("skipped", reason)`` or
+    ``("failed", message)``; a rejected line is named by its place in the whole input."""
+    start, end = shard_lines(len(corpus), block_lines, launch.world_size, launch.rank)
+    if start == end:  # fewer blocks than processes
         return "ran", []
-    shard = shard_of(prepared, start, end, show_progress=launch.is_main)
+    shard = replace(prepared, kwargs=shown_progress(prepared.kwargs, launch.is_main))
     try:
-        _, examples = runner.compute_result(shard, corpus_slice(corpus, start, end))
+        _, examples = runner.compute_result(shard, corpus, start, end, block_lines=block_lines)
         return "ran", examples
     except Skip as e:
         return "skipped", str(e)
     except Exception as e:  # noqa: BLE001 - reported by rank 0 for the run; the traceback here
         if not isinstance(e, (ValueError, runner.MetricFailed)):
             traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
-        error = ValueError(global_indices(str(e), start)) if isinstance(e, ValueError) else e
-        return "failed", runner.failure_message(error, prepared, corpus)
+        return "failed", runner.failure_message(e, prepared, corpus)
 
 
-def run_sharded(prepared: PreparedMetric, corpus: Corpus, outcome: Outcome, launch: Launch) -> None:
+def run_sharded(prepared: PreparedMetric, corpus: Corpus, outcome: Outcome, launch: Launch,
+                block_lines: int = BLOCK_LINES) -> None:
     """Score one prepared metric over every process; rank 0 records the outcome of the whole."""
     if not splits_exactly(prepared.metric):
         if launch.is_main:
             print(f"d2t-metrics: {prepared.name} does not say how its corpus scores follow from per-example ones; "
                   "scoring it in this process alone", file=sys.stderr)
-            runner.run_prepared(prepared, corpus, outcome)
+            runner.run_prepared(prepared, corpus, outcome, block_lines)
         return
     if launch.is_main:
         print(f"d2t-metrics: running {runner.describe(prepared)} on {launch.world_size} processes", file=sys.stderr)
-    report = score_shard(prepared, corpus, launch)
+    report = score_shard(prepared, corpus, launch, block_lines)
     reports: Optional[List[Any]] = [None] * launch.world_size if launch.is_main else None
     with stage(f"{prepared.name}: gather"):  # on rank 0: the wait for the slowest shard, and the transfer
         _torch().distributed.gather_object(report, reports, dst=0)

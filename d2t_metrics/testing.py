@@ -49,21 +49,25 @@ def make_tiny_classifier(
     model_type: str = "bert",
     seed: int = 0,
     max_position_embeddings: int = 128,
+    hidden_size: int = 32,
 ) -> str:
     """A 2-layer encoder with a sequence-classification head, saved to ``path``.
 
     ``model_type`` is ``bert``, ``roberta`` or ``electra``. The default labels
-    are MNLI's ``contradiction/neutral/entailment``.
+    are MNLI's ``contradiction/neutral/entailment``. At the default
+    ``hidden_size`` an example's numbers do not depend on the batch it is
+    padded in; at a real model's (384) they move in the 7th digit, as a real
+    model's do.
     """
     os.makedirs(path, exist_ok=True)
     id2label = id2label or {0: "contradiction", 1: "neutral", 2: "entailment"}
     tok = _save_tokenizer(path, model_max_length=max_position_embeddings)
     common = dict(
         vocab_size=len(tok),
-        hidden_size=32,
+        hidden_size=hidden_size,
         num_hidden_layers=2,
         num_attention_heads=2,
-        intermediate_size=64,
+        intermediate_size=2 * hidden_size,
         max_position_embeddings=max_position_embeddings + 2,
         num_labels=len(id2label),
         id2label={int(k): v for k, v in id2label.items()},

@@ -48,34 +48,7 @@ def test_a_broken_launch_is_a_usage_error(change, fragment):
 
 
 # ---------------------------------------------------------------------------
-# Cutting the work
-
-
-def _corpus(n=5):
-    rows = [{"id": f"x{i}", "prediction": f"p{i}", "references": [f"r{i}"], "table": f"A | p | B{i}"} for i in range(n)]
-    return runner.parse_corpus("\n".join(json.dumps(r) for r in rows), "in.jsonl")
-
-
-def test_a_shard_holds_its_lines_and_their_line_numbers():
-    shard = sharding.corpus_slice(_corpus(), 3, 5)
-    assert shard.ids == ["x3", "x4"] and shard.predictions == ["p3", "p4"] and shard.tables == ["A | p | B3", "A | p | B4"]
-    assert shard.references == [["r3"], ["r4"]] and shard.sources is None and shard.line_numbers == [4, 5]
-
-
-def test_a_shard_cuts_the_per_example_arguments_only():
-    corpus = _corpus()
-    prepared = runner.PreparedMetric(name="m", metric=None, config=None, model=None, kwargs={
-        "predictions": corpus.predictions, "tables": corpus.tables, "references": corpus.references,
-        "per_example": True, "show_progress": True, "batch_size": 4, "weights": [1, 2]})
-    shard = sharding.shard_of(prepared, 1, 3, show_progress=False)
-    assert shard.kwargs == {"predictions": ["p1", "p2"], "tables": ["A | p | B1", "A | p | B2"], "references": [["r1"], ["r2"]],
-                            "per_example": True, "show_progress": False, "batch_size": 4, "weights": [1, 2]}
-    assert prepared.kwargs["predictions"] == corpus.predictions  # the whole plan is left as it was
-    assert sharding.shard_of(prepared, 0, 2, show_progress=True).kwargs["show_progress"] is True
-
-
-def test_a_shards_example_indices_become_the_inputs():
-    assert sharding.global_indices("example 0: bad; example 2: worse (example 9)", 10) == "example 10: bad; example 12: worse (example 9)"
+# Joining the work (the blocks each process scores: tests/test_blocks.py)
 
 
 class _Means:
@@ -108,27 +81,8 @@ def test_a_metric_failed_or_skipped_in_one_process_is_failed_or_skipped(capsys):
     assert "skipped m: a library is missing (process 0)" in capsys.readouterr().err
 
 
-def test_only_a_metric_that_defines_its_corpus_scores_is_split():
-    cls, _ = runner.load_metric_class(os.path.join(ROOT, "metrics", "parent"))
-
-    class Split(cls):
-        def corpus_scores(self, examples):
-            return {}
-
-    assert sharding.splits_exactly(Split())
-    assert sharding.splits_exactly(cls()) == ("corpus_scores" in vars(cls))
-    assert not sharding.splits_exactly(_Means())  # not a D2TMetric: its scores' meaning is unknown
-
-
 # ---------------------------------------------------------------------------
 # Real 2-process runs (gloo on CPU), against a single process
-
-# The corpus scores of PARENT and NLI, as their _compute makes them from the per-example dicts;
-# appended to copies of the metrics when their own files do not define corpus_scores yet.
-OVERRIDES = {
-    "parent": "Parent.corpus_scores = lambda self, examples: corpus_scores(examples)\n",
-    "nli_semantic_accuracy": "NLISemanticAccuracy.corpus_scores = lambda self, examples: corpus_summary(examples)\n",
-}
 
 # An evaluate module that says nothing of its corpus scores: scored whole by rank 0.
 PLAIN = '''
@@ -155,20 +109,18 @@ def _free_port():
 
 @pytest.fixture(scope="module")
 def sharded_setup(tmp_path_factory):
-    """A metrics folder (parent and NLI with corpus_scores, a plain module), a tiny NLI model and 19 input lines."""
+    """A metrics folder (parent, NLI and a plain module), a tiny NLI model and 19 input lines."""
     root = tmp_path_factory.mktemp("sharding")
     metrics = root / "metrics"
-    for name, override in OVERRIDES.items():
+    for name in ("parent", "nli_semantic_accuracy"):
         shutil.copytree(os.path.join(ROOT, "metrics", name), metrics / name, ignore=shutil.ignore_patterns("__pycache__"))
-        main = metrics / name / f"{name}.py"
-        if "def corpus_scores(self" not in main.read_text(encoding="utf-8"):
-            with open(main, "a", encoding="utf-8") as f:
-                f.write("\n\n" + override)
     (metrics / "plain").mkdir()
     (metrics / "plain" / "plain.py").write_text(textwrap.dedent(PLAIN), encoding="utf-8")
     from d2t_metrics.testing import make_tiny_classifier
 
-    model = make_tiny_classifier(str(root / "tiny_nli"), model_type="roberta")
+    # hidden size 128: large enough that an example's numbers move with the batch it is padded in (22 of
+    # the 449 numbers of these lines, scored whole or in two parts, on the 2-core CI machine's CPU type)
+    model = make_tiny_classifier(str(root / "tiny_nli"), model_type="roberta", hidden_size=128)
     with open(EXAMPLES, encoding="utf-8") as f:
         lines = [line for line in f if line.strip()][:19]  # odd: shards of 10 and 9
     inp = root / "in.jsonl"
@@ -180,9 +132,9 @@ def _score_args(setup, output):
     return ["score", "--metrics", "parent,nli_semantic_accuracy,plain", "--metrics-dir", setup["metrics"],
             "--model", f"nli_semantic_accuracy={setup['model']}", "--input", setup["input"], "--output", str(output),
             "--json", "--no-progress", "--with-input",
-            # A float32 model's probabilities move in the 8th digit with the batch an example is padded in
-            # (#38), and a shard's batches are not the whole's: one example per batch keeps them identical.
-            "--batch-size", "1"]
+            # blocks of 3 lines and the default batches: shards of 9 and 10 lines, their batches padded as
+            # in the single process (the test's 19 lines would be one block by default)
+            "--block-lines", "3"]
 
 
 def _env():
