@@ -5,6 +5,14 @@ Run the command line under a torch.distributed launcher and it splits the work::
     torchrun --nproc_per_node 8 -m d2t_metrics.cli score --input in.jsonl --output out.jsonl
     accelerate launch --num_processes 2 -m d2t_metrics.cli score ...
 
+On several machines, start the same command on each, with the same input file
+at the same path and the same install, naming the first machine's address;
+the output is written on the first machine (``--node_rank 0``)::
+
+    # machine 0 (10.0.0.1)                         # machine 1: the same with --node_rank 1
+    torchrun --nnodes 2 --node_rank 0 --nproc_per_node 8 --master_addr 10.0.0.1 \\
+        --master_port 29500 -m d2t_metrics.cli score --input in.jsonl --output out.jsonl
+
 Both launchers set ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
 ``MASTER_PORT`` (:func:`launch_from_env` reads them; a ``WORLD_SIZE`` of 1, or
 none, is a plain run). Every process reads and checks the whole input and
