@@ -175,6 +175,10 @@ def main(argv=None) -> int:
                       (f"{args.processes} processes (1 thread each)", 2, 0, "one process with torch's threads"),
                       ("one process with 1 thread", 1, 0, "one process with torch's threads"),
                       ("one process, the whole input at once", 3, 0, "the same in blocks")]
+            one_thread, shards = runs[1], runs[2]
+            notes.append(f"run {repeat + 1}: {args.processes} processes against one process with their thread count (1): "
+                         f"{one_thread[3] / shards[3]:.2f}x (wall), {one_thread[4] / shards[4]:.2f}x (scoring): how the "
+                         "shards scale where a process leaves cores free")
             for what, i, j, against in checks:
                 same_scores = json.loads(runs[i][5]) == json.loads(runs[j][5])
                 notes.append(f"run {repeat + 1}: {what}, against {against}: output {compare(runs[j][6], runs[i][6])}; "

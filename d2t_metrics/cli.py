@@ -70,6 +70,9 @@ before the first block, and one progress bar counts the lines. Run under
 ``torchrun`` or ``accelerate launch``, ``score`` gives each process whole
 blocks (GPUs, machines) and the first process writes the one output a single
 process with as many threads writes, byte for byte (:mod:`d2t_metrics.sharding`).
+With ``--output``, a one-process run keeps each finished block beside it until
+the output is written; after a stop, ``--resume`` goes on from them
+(:mod:`d2t_metrics.resume`).
 
 ``evaluate`` (and with it torch) is imported only when a metric loads:
 ``--help``, ``list`` and ``doctor`` start at once.
@@ -87,6 +90,7 @@ from . import runner
 from . import sharding
 from . import timing
 from .blocks import BLOCK_LINES
+from .resume import BlockStore
 from .runner import Corpus
 from .runner import InterruptGuard
 from .runner import Outcome
@@ -124,6 +128,7 @@ class Run:
     outcome: Outcome = field(default_factory=Outcome)
     current: Optional[str] = None  # the metric loading or scoring now
     writes: bool = True  # False in all but the first process of a sharded run
+    store: Optional[BlockStore] = None  # the finished blocks kept beside --output (d2t_metrics.resume)
 
 
 def score(args) -> int:
@@ -137,13 +142,17 @@ def score(args) -> int:
     models = parse_assignments(args.model, "--model", names)
     configs = parse_assignments(args.config, "--config", names)
     options = parse_options(args.option, names)
+    if args.resume and not args.output:
+        raise UsageError("--resume reads the blocks kept beside --output: give the stopped run's --output")
+    if args.resume and launch is not None:
+        raise UsageError("--resume works in one process: a run sharded over processes keeps no blocks")
     if args.output:
-        check_output_path(args.output, args.overwrite)
+        check_output_path(args.output, args.overwrite or args.resume)  # a stopped run may have written part of it
     corpus = read_corpus(args.input)
     if args.timing:
         timing.reset()
 
-    run = Run(names, corpus, writes=launch is None or launch.is_main)
+    run = Run(names, corpus, writes=launch is None or launch.is_main, store=block_store(args, launch))
     outcome = run.outcome
     # Ctrl-C, wherever it lands (a model loading included): keep what finished, exit 130 at once.
     with InterruptGuard(lambda: finish_interrupted(args, run), EXIT_INTERRUPTED):
@@ -157,7 +166,7 @@ def score(args) -> int:
                 for p in prepared:
                     run.current = p.name
                     if launch is None:
-                        runner.run_prepared(p, corpus, outcome, args.block_lines)
+                        runner.run_prepared(p, corpus, outcome, args.block_lines, run.store)
                     else:
                         sharding.run_sharded(p, corpus, outcome, launch, args.block_lines)
                 run.current = None
@@ -168,6 +177,30 @@ def score(args) -> int:
         return finish(args, run, time.perf_counter() - started_at)
 
 
+def block_store(args, launch) -> Optional[BlockStore]:
+    """Where a one-process run with --output keeps its finished blocks; none otherwise."""
+    if not args.output or launch is not None:
+        return None
+    try:
+        return BlockStore.for_output(args.output, args.resume, runner.write_atomically)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def kept_blocks_note(run: Run) -> Optional[str]:
+    """What a stopped run leaves for --resume, if anything."""
+    n = run.store.kept() if run.store is not None else 0
+    if not n:
+        return None
+    return f"{n} finished block(s) kept in {run.store.folder}: the same command with --resume goes on from them"
+
+
+def print_kept_blocks(run: Run) -> None:
+    note = kept_blocks_note(run)
+    if note:
+        print(f"d2t-metrics: {note}", file=sys.stderr)
+
+
 def finish(args, run: Run, seconds: float) -> int:
     """Write the output, print the scores (and, with --timing, where the time went); the exit status."""
     outcome = run.outcome
@@ -175,16 +208,21 @@ def finish(args, run: Run, seconds: float) -> int:
         print(timing.report(seconds), file=sys.stderr)
     if not outcome.runs:
         print("d2t-metrics: no metric ran; nothing written", file=sys.stderr)
+        print_kept_blocks(run)
         return EXIT_FAILED
     if args.output:
         try:
             write_output(args.output, run.corpus, outcome.runs, args.with_input)
         except (OSError, TypeError, ValueError) as e:
             print(f"d2t-metrics: error: cannot write {args.output}: {e}", file=sys.stderr)
+            print_kept_blocks(run)
             return EXIT_FAILED
         print(f"d2t-metrics: wrote {len(run.corpus)} lines to {args.output}", file=sys.stderr)
+        if run.store is not None and not outcome.failed:
+            run.store.remove()  # done: nothing to resume
     print_scores(outcome.runs, args.json)
     if outcome.failed:
+        print_kept_blocks(run)
         return EXIT_FAILED
     if outcome.skipped and args.strict:
         print(f"d2t-metrics: --strict: skipped {', '.join(outcome.skipped)} (exit {EXIT_SKIPPED})", file=sys.stderr)
@@ -216,6 +254,9 @@ def finish_interrupted(args, run: Run) -> int:
         parts.append("no metric finished, nothing written")
     if not_run and run.writes:
         parts.append(f"not run: {', '.join(not_run)}")
+    note = kept_blocks_note(run)
+    if note:
+        parts.append(note)
     print("; ".join(parts), file=sys.stderr)
     return EXIT_INTERRUPTED
 
@@ -269,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--block-lines", type=int, default=BLOCK_LINES, metavar="N",
                    help=f"lines per compute() call (default {BLOCK_LINES}; 0: the whole input at once); a run sharded "
                         "over processes writes what one process with the same N and threads per process writes, byte for byte")
+    s.add_argument("--resume", action="store_true",
+                   help="go on from the blocks a stopped run with the same --output finished (kept in <output>.blocks/ "
+                        "until the output is written; read back only where input, metric, model and options are the same)")
     s.add_argument("--no-progress", action="store_true", help="hide all progress bars")
     s.add_argument("--timing", action="store_true", help="print where the time went (each metric's load, compute and inner stages) to stderr")
     s.set_defaults(func=score)

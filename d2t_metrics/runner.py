@@ -80,6 +80,9 @@ from .blocks import block_bounds
 from .blocks import global_indices
 from .blocks import splits_exactly
 from .locations import checkpoints_dir
+from .resume import BlockStore
+from .resume import json_default
+from .resume import plain
 from .locations import metrics_dir
 from .tables import parse_table
 from .tables import short_repr
@@ -758,14 +761,15 @@ def prepare_metric(name, path, config, requested_model, checkpoints_dir, corpus,
     return PreparedMetric(name=name, metric=metric, config=config, model=model_in_use(metric, model), kwargs=kwargs)
 
 
-def run_metric(prepared: PreparedMetric, corpus: Corpus, block_lines: int = BLOCK_LINES) -> MetricRun:
+def run_metric(prepared: PreparedMetric, corpus: Corpus, block_lines: int = BLOCK_LINES,
+               store: Optional[BlockStore] = None) -> MetricRun:
     """Load the metric's model and score; :class:`Skip` when it cannot run here, any other error when it fails."""
-    scores, examples = compute_result(prepared, corpus, block_lines=block_lines)
+    scores, examples = compute_result(prepared, corpus, block_lines=block_lines, store=store)
     return metric_run(prepared, scores, examples)
 
 
 def compute_result(prepared: PreparedMetric, corpus: Corpus, start: int = 0, end: Optional[int] = None,
-                   block_lines: int = BLOCK_LINES) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+                   block_lines: int = BLOCK_LINES, store: Optional[BlockStore] = None) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
     """``(corpus scores, per-example dicts)`` of loading one metric and computing it on lines
     ``[start, end)`` of ``corpus`` (all by default), its load and compute timed as the stages
     ``"<name>: load"`` and ``"<name>: compute"`` (:mod:`d2t_metrics.timing`).
@@ -773,28 +777,51 @@ def compute_result(prepared: PreparedMetric, corpus: Corpus, start: int = 0, end
     Every line is checked first where the metric can check without computing (a ``D2TMetric``'s
     ``check``), so that a bad line is refused before the model loads. A metric whose corpus scores
     follow from its per-example ones computes in blocks of ``block_lines`` lines
-    (:mod:`d2t_metrics.blocks`) with one progress bar over the lines; any other in one call.
+    (:mod:`d2t_metrics.blocks`) with one progress bar over the lines, each block kept in ``store``
+    and read back from it when a stopped run finished it (:mod:`d2t_metrics.resume`; the model is
+    not loaded when every block is there); any other metric in one call.
     :class:`Skip` when it cannot run here, :class:`MetricFailed` for an unusable result,
     ``ValueError`` naming the input's example."""
     end = len(corpus) if end is None else end
     metric, kwargs = prepared.metric, block_arguments(prepared.kwargs, start, end)
-    blocks = block_bounds(start, end, block_lines) if splits_exactly(metric) else [(start, end)]
+    split = splits_exactly(metric)
+    blocks = block_bounds(start, end, block_lines) if split else [(start, end)]
+    store = store if split else None
     try:
         if is_d2t_metric(type(metric)):  # its check(): every line, before the model loads
             with stage(f"{prepared.name}: checks"), _input_indices(start):
                 metric.check(**kwargs)
-        with stage(f"{prepared.name}: load"):
-            metric.download_and_prepare()  # where evaluate.load loads models
+        parts = [block_arguments(kwargs, s - start, e - start) for s, e in blocks]
+        keys = [store.key(prepared.name, metric, prepared.model, prepared.config, part, s, e) if store else None
+                for part, (s, e) in zip(parts, blocks)]
+        done = {i: store.load(prepared.name, keys[i], s, e) for i, (s, e) in enumerate(blocks)} if store else {}
+        done = {i: examples for i, examples in done.items() if examples is not None}
+        if done:
+            print(f"d2t-metrics: {prepared.name}: {len(done)} of {len(blocks)} block(s) read back from {store.folder}",
+                  file=sys.stderr)
+        if len(done) < len(blocks):
+            with stage(f"{prepared.name}: load"):
+                metric.download_and_prepare()  # where evaluate.load loads models
         with stage(f"{prepared.name}: compute"):
-            if len(blocks) == 1:
+            if len(blocks) == 1 and not done:
                 result, examples = _computed(metric, kwargs, start, end)
+                if store is not None:
+                    store.save(prepared.name, keys[0], start, end, plain(examples))
                 return corpus_scores(result), examples
             examples = []
             show = bool(kwargs.get("show_progress"))
             with _line_bar(prepared.name, end - start, show) as bar:
-                for s, e in blocks:
-                    part = dict(block_arguments(kwargs, s - start, e - start), **({"show_progress": False} if show else {}))
-                    examples.extend(_computed(metric, part, s, e)[1])
+                for i, (s, e) in enumerate(blocks):
+                    if i in done:
+                        part_examples = done[i]
+                    else:
+                        part = dict(parts[i], **({"show_progress": False} if show else {}))
+                        part_examples = _computed(metric, part, s, e)[1]
+                        if store is not None:
+                            # as the blocks read back are: plain JSON values, the same corpus scores
+                            part_examples = plain(part_examples)
+                            store.save(prepared.name, keys[i], s, e, part_examples)
+                    examples.extend(part_examples)
                     bar.update(e - s)
             return corpus_scores(metric.corpus_scores(examples)), examples
     except Exception as e:  # noqa: BLE001 - turned into a reason or re-raised
@@ -958,15 +985,6 @@ def _format_number(value) -> str:
     return str(value)
 
 
-def _json_default(value):
-    # numpy scalars and arrays from metric results
-    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
-        return value.item()
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
-
-
 def finite_or_null(value: Any) -> Tuple[Any, int]:
     """``(value, n)``: ``value`` with each of its ``n`` NaN or infinite numbers (numpy scalars and
     arrays included) replaced by ``None``, since strict JSON has no such numbers; ``value`` itself
@@ -992,11 +1010,11 @@ def finite_or_null(value: Any) -> Tuple[Any, int]:
 def encode_line(row: Dict[str, Any]) -> bytes:
     """One output line as strict UTF-8 JSON (a NaN or infinity is a ``ValueError``); ``\\u``
     escapes when a string has a lone surrogate UTF-8 cannot hold."""
-    text = json.dumps(row, ensure_ascii=False, allow_nan=False, default=_json_default)
+    text = json.dumps(row, ensure_ascii=False, allow_nan=False, default=json_default)
     try:
         return (text + "\n").encode("utf-8")
     except UnicodeEncodeError:
-        return (json.dumps(row, ensure_ascii=True, allow_nan=False, default=_json_default) + "\n").encode("ascii")
+        return (json.dumps(row, ensure_ascii=True, allow_nan=False, default=json_default) + "\n").encode("ascii")
 
 
 def output_lines(corpus: Corpus, runs: Sequence[MetricRun], with_input: bool = False) -> List[bytes]:
@@ -1062,7 +1080,7 @@ def write_output(path: str, corpus: Corpus, runs: Sequence[MetricRun], with_inpu
 
 def print_scores(runs: Sequence[MetricRun], as_json: bool) -> None:
     if as_json:
-        print(json.dumps({run.name: run.scores for run in runs}, indent=2, allow_nan=False, default=_json_default))
+        print(json.dumps({run.name: run.scores for run in runs}, indent=2, allow_nan=False, default=json_default))
     else:
         print(format_table(runs))
 
@@ -1101,11 +1119,12 @@ def prepare_all(names, metrics_dir, checkpoints_dir, models, configs, options, c
     return prepared
 
 
-def run_prepared(prepared: PreparedMetric, corpus: Corpus, outcome: Outcome, block_lines: int = BLOCK_LINES) -> None:
+def run_prepared(prepared: PreparedMetric, corpus: Corpus, outcome: Outcome, block_lines: int = BLOCK_LINES,
+                 store: Optional[BlockStore] = None) -> None:
     """Load and run one prepared metric, recording what happened in ``outcome``."""
     print(f"d2t-metrics: running {describe(prepared)}", file=sys.stderr)
     try:
-        outcome.runs.append(run_metric(prepared, corpus, block_lines))
+        outcome.runs.append(run_metric(prepared, corpus, block_lines, store))
     except Skip as e:
         report_skip(prepared.name, str(e), outcome)
     except Exception as e:  # noqa: BLE001 - one broken metric must not hide the others

@@ -50,6 +50,8 @@ class Counting(D2TMetric):
         log("load")
 
     def _compute(self, predictions, per_example=False, show_progress=True, batch_size=None):
+        if os.environ.get("COUNTING_BOOM") and "BOOM" in predictions:
+            raise RuntimeError("boom")  # a crash in the middle of a run
         log("compute", n=len(predictions), show_progress=show_progress)
         examples = [{"length": len(p), "call_size": len(predictions)} for p in predictions]
         out = self.corpus_scores(examples)
@@ -59,6 +61,22 @@ class Counting(D2TMetric):
 
     def corpus_scores(self, examples):
         return {"mean_length": sum(e["length"] for e in examples) / len(examples)}
+'''
+
+
+# A plain evaluate module that always fails.
+BROKEN = '''
+import datasets
+import evaluate
+
+
+class Broken(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(description="", citation="", inputs_description="",
+                                   features=datasets.Features({"predictions": datasets.Value("string")}))
+
+    def _compute(self, predictions, per_example=False):
+        raise RuntimeError("broken")
 '''
 
 
@@ -145,19 +163,21 @@ def counting(tmp_path, monkeypatch):
     (tmp_path / "metrics" / "counting").mkdir(parents=True)
     (tmp_path / "metrics" / "counting" / "counting.py").write_text(textwrap.dedent(COUNTING), encoding="utf-8")
     (tmp_path / "checkpoints" / "counting").mkdir(parents=True)
+    (tmp_path / "metrics" / "broken").mkdir(parents=True)
+    (tmp_path / "metrics" / "broken" / "broken.py").write_text(textwrap.dedent(BROKEN), encoding="utf-8")
     log = tmp_path / "log.jsonl"
     monkeypatch.setenv("COUNTING_LOG", str(log))
 
-    def score(predictions, *options):
+    def score(predictions, *options, output="out.jsonl", metrics="counting"):
         inp = tmp_path / "in.jsonl"
         inp.write_text("".join(json.dumps({"prediction": p}) + "\n" for p in predictions), encoding="utf-8")
-        out = tmp_path / "out.jsonl"
+        out = tmp_path / output
         if log.exists():
             log.unlink()
-        code = main(["score", "--metrics", "counting", "--metrics-dir", str(tmp_path / "metrics"), "--input", str(inp),
-                     "--output", str(out), "--overwrite", "--json", *options])
+        code = main(["score", "--metrics", metrics, "--metrics-dir", str(tmp_path / "metrics"), "--input", str(inp),
+                     "--output", str(out), "--json", *options])
         events = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] if log.exists() else []
-        written = [json.loads(line)["counting"] for line in out.read_text(encoding="utf-8").splitlines()] if code == 0 else None
+        written = [json.loads(line)["counting"] for line in out.read_text(encoding="utf-8").splitlines()] if out.exists() else None
         return code, events, written
 
     return score
@@ -165,7 +185,7 @@ def counting(tmp_path, monkeypatch):
 
 def test_a_metric_is_computed_block_by_block_and_joined_in_order(counting, capsys):
     predictions = [f"text {'x' * i}" for i in range(7)]
-    code, events, written = counting(predictions, "--block-lines", "3")
+    code, events, written = counting(predictions, "--block-lines", "3", "--overwrite")
     assert code == 0
     assert [e["event"] for e in events] == ["load", "compute", "compute", "compute"]  # one load, one call per block
     assert [e["n"] for e in events[1:]] == [3, 3, 1]
@@ -176,23 +196,23 @@ def test_a_metric_is_computed_block_by_block_and_joined_in_order(counting, capsy
 
 
 def test_block_lines_0_computes_the_whole_input_at_once(counting):
-    code, events, written = counting(["a", "bb", "ccc"], "--block-lines", "0")
+    code, events, written = counting(["a", "bb", "ccc"], "--block-lines", "0", "--overwrite")
     assert code == 0 and [e["n"] for e in events if e["event"] == "compute"] == [3]
     assert [w["call_size"] for w in written] == [3, 3, 3]
 
 
 def test_in_blocks_the_metrics_own_progress_bars_give_way_to_one_over_the_lines(counting, capsys):
-    code, events, _ = counting(["a", "bb", "ccc"], "--block-lines", "2")
+    code, events, _ = counting(["a", "bb", "ccc"], "--block-lines", "2", "--overwrite")
     assert code == 0 and {e["show_progress"] for e in events if e["event"] == "compute"} == {False}
     assert "counting: lines" in capsys.readouterr().err
-    code, events, _ = counting(["a", "bb", "ccc"], "--block-lines", "2", "--no-progress")
+    code, events, _ = counting(["a", "bb", "ccc"], "--block-lines", "2", "--no-progress", "--overwrite")
     assert code == 0 and {e["show_progress"] for e in events if e["event"] == "compute"} == {False}
     assert "counting: lines" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("size", ["2", "0"])
 def test_a_bad_line_is_refused_before_the_model_loads(counting, capsys, size):
-    code, events, _ = counting(["a", "b", "c", "d", "BAD", "f"], "--block-lines", size)
+    code, events, _ = counting(["a", "b", "c", "d", "BAD", "f"], "--block-lines", size, "--overwrite")
     assert code == 1 and events == []  # nothing loaded, nothing computed
     assert "counting failed: it rejected the input: line 5 (example 4): prediction is BAD" in capsys.readouterr().err
 
@@ -201,3 +221,88 @@ def test_a_negative_block_size_is_a_usage_error(counting, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["score", "--input", "x.jsonl", "--block-lines", "-1"])
     assert exit_.value.code == 2 and "--block-lines must be >= 0" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# A stopped run, resumed (d2t_metrics.resume)
+
+LINES = [f"line {'x' * i}" for i in range(7)]  # blocks of 2: [0, 2) [2, 4) [4, 6) [6, 7)
+
+
+def _computed_sizes(events):
+    return [e["n"] for e in events if e["event"] == "compute"]
+
+
+def test_a_crashed_run_keeps_its_finished_blocks_and_resume_goes_on_from_them(counting, tmp_path, monkeypatch, capsys):
+    code, _, whole = counting(LINES, "--block-lines", "2", output="whole.jsonl")
+    assert code == 0 and not (tmp_path / "whole.jsonl.blocks").exists()  # a finished run keeps no blocks
+    monkeypatch.setenv("COUNTING_BOOM", "1")
+    crashing = LINES[:5] + ["BOOM"] + LINES[6:]  # the third block crashes
+    code, events, _ = counting(crashing, "--block-lines", "2")
+    assert code == 1 and _computed_sizes(events) == [2, 2]
+    err = capsys.readouterr().err
+    assert f"2 finished block(s) kept in {tmp_path / 'out.jsonl.blocks'}: the same command with --resume" in err
+    monkeypatch.delenv("COUNTING_BOOM")  # the crash was the machine's, not the input's: the same input again
+    code, events, _ = counting(crashing, "--block-lines", "2", "--resume")
+    assert code == 0 and _computed_sizes(events) == [2, 1]  # only the blocks the crash cut off
+    assert "counting: 2 of 4 block(s) read back" in capsys.readouterr().err
+    assert not (tmp_path / "out.jsonl.blocks").exists()
+    code, _, fresh = counting(crashing, "--block-lines", "2", output="fresh.jsonl")
+    assert (tmp_path / "out.jsonl").read_bytes() == (tmp_path / "fresh.jsonl").read_bytes()  # as if it had not stopped
+
+
+def _stop_after_two_blocks(counting, monkeypatch):
+    monkeypatch.setenv("COUNTING_BOOM", "1")
+    assert counting(LINES[:4] + ["BOOM"] + LINES[5:], "--block-lines", "2", "--overwrite")[0] == 1
+    monkeypatch.delenv("COUNTING_BOOM")
+
+
+def test_a_block_is_read_back_only_for_the_same_lines_and_options(counting, monkeypatch):
+    _stop_after_two_blocks(counting, monkeypatch)
+    changed = ["changed"] + LINES[1:4] + ["BOOM"] + LINES[5:]  # the first block's input changed
+    code, events, written = counting(changed, "--block-lines", "2", "--resume")
+    assert code == 0 and _computed_sizes(events) == [2, 2, 1]  # the second block read back, the others scored
+    assert written[0]["length"] == len("changed")
+    _stop_after_two_blocks(counting, monkeypatch)
+    code, events, _ = counting(LINES[:4] + ["BOOM"] + LINES[5:], "--block-lines", "2", "--resume", "--batch-size", "8")
+    assert code == 0 and _computed_sizes(events) == [2, 2, 2, 1]  # another batch size: another result
+
+
+def test_without_resume_the_kept_blocks_are_not_read(counting, monkeypatch, tmp_path):
+    _stop_after_two_blocks(counting, monkeypatch)
+    code, events, _ = counting(LINES, "--block-lines", "2", "--overwrite")
+    assert code == 0 and _computed_sizes(events) == [2, 2, 2, 1] and not (tmp_path / "out.jsonl.blocks").exists()
+
+
+def test_a_cut_short_block_file_is_scored_again(counting, monkeypatch, tmp_path):
+    _stop_after_two_blocks(counting, monkeypatch)
+    [first, second] = sorted((tmp_path / "out.jsonl.blocks").iterdir())
+    first.write_text(first.read_text(encoding="ascii")[:20], encoding="ascii")  # the stop came mid-write
+    code, events, _ = counting(LINES, "--block-lines", "2", "--resume")
+    assert code == 0 and _computed_sizes(events) == [2, 2, 1]
+
+
+def test_a_metric_whose_blocks_are_all_kept_loads_no_model(counting, tmp_path, capsys):
+    code, events, _ = counting(LINES, "--block-lines", "2", metrics="counting,broken")
+    assert code == 1 and _computed_sizes(events) == [2, 2, 2, 1]  # counting ran whole; broken failed: blocks kept
+    code, events, written = counting(LINES, "--block-lines", "2", "--resume", metrics="counting")
+    assert code == 0 and events == []  # every block read back: no model loaded, nothing computed
+    assert [w["length"] for w in written] == [len(p) for p in LINES]
+    assert "counting: 4 of 4 block(s) read back" in capsys.readouterr().err
+
+
+def test_resume_needs_the_output_and_one_process(counting, tmp_path, capsys, monkeypatch):
+    code = main(["score", "--metrics", "counting", "--metrics-dir", str(tmp_path / "metrics"), "--input", "x.jsonl", "--resume"])
+    assert code == 2 and "--resume reads the blocks kept beside --output" in capsys.readouterr().err
+    for key, value in {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(key, value)
+    code = main(["score", "--metrics", "counting", "--metrics-dir", str(tmp_path / "metrics"), "--input", "x.jsonl",
+                 "--output", str(tmp_path / "o.jsonl"), "--resume"])
+    assert code == 2 and "--resume works in one process" in capsys.readouterr().err
+
+
+def test_a_file_where_the_blocks_go_is_a_usage_error(counting, tmp_path, capsys):
+    (tmp_path / "out.jsonl.blocks").write_text("not a folder", encoding="utf-8")
+    code, events, _ = counting(LINES, "--block-lines", "2")
+    assert code == 2 and events == []
+    assert "out.jsonl.blocks exists and is not a folder" in capsys.readouterr().err

@@ -768,7 +768,7 @@ def test_unencodable_id_is_an_input_error_and_the_old_output_survives(metrics_di
 def _keep_examples(monkeypatch, examples_for):
     """Make run_metric return ``examples_for(name, corpus)`` as each metric's examples."""
 
-    def fake_run(prepared, corpus, block_lines=0):
+    def fake_run(prepared, corpus, *how):
         return runner.MetricRun(name=prepared.name, scores={"n": len(corpus)}, examples=examples_for(prepared.name, corpus), model=None)
 
     monkeypatch.setattr(runner, "run_metric", fake_run)
@@ -821,10 +821,10 @@ def test_failed_write_leaves_the_old_file_and_no_temporary(metrics_dir, tmp_path
 def test_interrupt_keeps_the_metrics_that_finished(metrics_dir, tmp_path, capsys, monkeypatch):
     real_run_metric = runner.run_metric
 
-    def interrupted_at_fake_tables(prepared, corpus, block_lines=0):
+    def interrupted_at_fake_tables(prepared, corpus, *how):
         if prepared.name == "fake_tables":
             raise KeyboardInterrupt
-        return real_run_metric(prepared, corpus, block_lines)
+        return real_run_metric(prepared, corpus, *how)
 
     monkeypatch.setattr(runner, "run_metric", interrupted_at_fake_tables)
     inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
@@ -844,7 +844,7 @@ def test_interrupt_keeps_the_metrics_that_finished(metrics_dir, tmp_path, capsys
 
 
 def test_interrupt_before_any_metric_finished_writes_nothing(metrics_dir, tmp_path, capsys, monkeypatch):
-    def interrupted(prepared, corpus, block_lines=0):
+    def interrupted(prepared, corpus, *how):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(runner, "run_metric", interrupted)
@@ -1175,7 +1175,7 @@ def test_a_non_finite_number_in_a_table_is_refused():
 def test_non_finite_scores_are_written_as_null_and_every_output_is_strict_json(metrics_dir, tmp_path, capsys, monkeypatch):
     import numpy as np
 
-    def results_with_nan(prepared, corpus, start=0, end=None, block_lines=0):
+    def results_with_nan(prepared, corpus, *how, **where):
         examples = [{"score": float("nan")}, {"score": np.float32("inf"), "parts": [1.0, float("-inf")]}, {"score": 0.5}]
         return {"mean": float("nan"), "best": 0.5}, examples
 
