@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import __version__
@@ -45,6 +46,7 @@ class BlockStore:
         self.folder, self.resume, self.write = folder, resume, write
         self.saved = 0
         self.reused = 0
+        self.broken = False  # a block could not be written: keep no more
         if os.path.exists(folder) and not os.path.isdir(folder):
             raise ValueError(f"{folder} exists and is not a folder: remove it, or write --output elsewhere")
 
@@ -83,9 +85,19 @@ class BlockStore:
         return examples
 
     def save(self, name: str, key: str, start: int, end: int, examples: List[Dict[str, Any]]) -> None:
+        """Keep a finished block. A block that cannot be written (a full disk, a folder gone read-only)
+        only costs the resume: one warning, and the run goes on keeping nothing more."""
+        if self.broken:
+            return
         text = json.dumps({"key": key, "examples": examples}, ensure_ascii=True, allow_nan=True, default=json_default)
-        os.makedirs(self.folder, exist_ok=True)
-        self.write(self._path(name, start, end), [text.encode("ascii")])
+        try:
+            os.makedirs(self.folder, exist_ok=True)
+            self.write(self._path(name, start, end), [text.encode("ascii")])
+        except OSError as e:
+            self.broken = True
+            print(f"d2t-metrics: warning: cannot keep finished blocks in {self.folder} ({e}); "
+                  "the run goes on, but --resume will have nothing more to go on from", file=sys.stderr)
+            return
         self.saved += 1
 
     def remove(self) -> None:

@@ -306,3 +306,18 @@ def test_a_file_where_the_blocks_go_is_a_usage_error(counting, tmp_path, capsys)
     code, events, _ = counting(LINES, "--block-lines", "2")
     assert code == 2 and events == []
     assert "out.jsonl.blocks exists and is not a folder" in capsys.readouterr().err
+
+
+def test_blocks_that_cannot_be_kept_cost_the_resume_not_the_run(counting, tmp_path, monkeypatch, capsys):
+    from d2t_metrics import cli
+    from d2t_metrics.resume import BlockStore
+
+    def full_disk(path, chunks):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cli, "block_store", lambda args, launch: BlockStore.for_output(args.output, args.resume, full_disk))
+    code, events, written = counting(LINES, "--block-lines", "2")
+    err = capsys.readouterr().err
+    assert code == 0 and _computed_sizes(events) == [2, 2, 2, 1]  # every block scored, the output written
+    assert [w["length"] for w in written] == [len(p) for p in LINES]
+    assert err.count("warning: cannot keep finished blocks") == 1 and "No space left on device" in err
