@@ -12,7 +12,8 @@ blocks, an example shares its batches with the same lines whether one process
 scores every block or several processes share them (a sharded run gives each
 process whole blocks: :func:`shard_lines`, :mod:`d2t_metrics.sharding`), so
 the two outputs are byte for byte the same. Blocks also bound one call's memory
-on a huge input. They cost some batching: nli_semantic_accuracy on 800 WebNLG
+on a huge input, and let a stopped run go on from the blocks it finished
+(``--resume``: :mod:`d2t_metrics.resume`). They cost some batching: nli_semantic_accuracy on 800 WebNLG
 2017 outputs took 1.04× the CPU time of one call in blocks of 256 lines and
 1.16× in blocks of 64; fact_accuracy on 512, no more in blocks of 256 than
 whole, but 1.5× in blocks of 15 (benchmarks/history/). To share a few hundred
@@ -58,8 +59,8 @@ def block_bounds(start: int, end: int, block_lines: int) -> List[Tuple[int, int]
 
 def shard_lines(n: int, block_lines: int, num_processes: int, rank: int) -> Tuple[int, int]:
     """``[start, end)``: the whole blocks of process ``rank`` among ``num_processes`` sharing ``n``
-    lines. Each process takes the blocks that begin nearest its even share of the lines, so the
-    shards differ by at most one block's lines (only the last block may be short)."""
+    lines. Each process takes the blocks that begin nearest its even share of the lines, so each
+    shard is within one block's lines of an even share (only the last block may be short)."""
     check_block_lines(block_lines)
     if num_processes < 1 or not 0 <= rank < num_processes:
         raise ValueError(f"rank {rank} is not one of {num_processes} processes")
