@@ -16,7 +16,7 @@ on a huge input, and let a stopped run go on from the blocks it finished
 (``--resume``: :mod:`d2t_metrics.resume`). They cost some batching: nli_semantic_accuracy on 800 WebNLG
 2017 outputs took 1.04× the CPU time of one call in blocks of 256 lines and
 1.16× in blocks of 64; fact_accuracy on 512, no more in blocks of 256 than
-whole, but 1.5× in blocks of 15 (benchmarks/history/). To share a few hundred
+whole, but 1.20× in blocks of 64 (benchmarks/history/). To share a few hundred
 lines over many processes, pass a smaller ``--block-lines``.
 
 A metric whose corpus scores cannot be computed from its per-example ones
