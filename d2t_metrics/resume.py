@@ -26,7 +26,7 @@ import json
 import os
 import shutil
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
 from .blocks import PER_EXAMPLE_ARGUMENTS
@@ -44,8 +44,6 @@ class BlockStore:
     def __init__(self, folder: str, resume: bool, write: Callable[[str, Sequence[bytes]], None]):
         # write(path, chunks): the command line's atomic writer, whose temporary files an interrupt removes
         self.folder, self.resume, self.write = folder, resume, write
-        self.saved = 0
-        self.reused = 0
         self.broken = False  # a block could not be written: keep no more
         if os.path.exists(folder) and not os.path.isdir(folder):
             raise ValueError(f"{folder} exists and is not a folder: remove it, or write --output elsewhere")
@@ -54,16 +52,20 @@ class BlockStore:
     def for_output(cls, output: str, resume: bool, write: Callable[[str, Sequence[bytes]], None]) -> "BlockStore":
         return cls(os.path.realpath(output) + SUFFIX, resume, write)
 
-    def key(self, name: str, metric: Any, model: Optional[str], config: Optional[str], kwargs: Dict[str, Any],
-            start: int, end: int) -> str:
-        """The fingerprint of everything a block's results depend on."""
-        options = {k: v for k, v in kwargs.items() if k not in PER_EXAMPLE_ARGUMENTS and k not in NEUTRAL_ARGUMENTS}
-        inputs = {k: kwargs[k] for k in PER_EXAMPLE_ARGUMENTS if kwargs.get(k) is not None}
-        described = {"format": FORMAT, "d2t_metrics": __version__, "metric": name, "code": getattr(metric, "_hash", None),
-                     "config": config, "model": model, "model_files": model_files(model), "options": options,
-                     "lines": [start, end], "inputs": inputs}
-        text = json.dumps(described, sort_keys=True, ensure_ascii=True, default=repr)
-        return hashlib.sha256(text.encode("ascii")).hexdigest()
+    def keys(self, name: str, metric: Any, model: Optional[str], config: Optional[str], parts: Sequence[Dict[str, Any]],
+             bounds: Sequence[Tuple[int, int]]) -> List[str]:
+        """The fingerprint of everything each block's results depend on: ``parts[i]``, the compute()
+        arguments of the block of lines ``bounds[i]``; what the blocks share is read once."""
+        shared = {"format": FORMAT, "d2t_metrics": __version__, "metric": name, "code": getattr(metric, "_hash", None),
+                  "config": config, "model": model, "model_files": model_files(model),
+                  "options": {k: v for k, v in parts[0].items() if k not in PER_EXAMPLE_ARGUMENTS and k not in NEUTRAL_ARGUMENTS}
+                  if parts else {}}
+        keys = []
+        for part, (start, end) in zip(parts, bounds):
+            inputs = {k: part[k] for k in PER_EXAMPLE_ARGUMENTS if part.get(k) is not None}
+            text = json.dumps({**shared, "lines": [start, end], "inputs": inputs}, sort_keys=True, ensure_ascii=True, default=repr)
+            keys.append(hashlib.sha256(text.encode("ascii")).hexdigest())
+        return keys
 
     def _path(self, name: str, start: int, end: int) -> str:
         return os.path.join(self.folder, f"{name}.{start}-{end}.json")
@@ -81,7 +83,6 @@ class BlockStore:
         examples = stored.get("examples") if isinstance(stored, dict) else None
         if stored.get("key") != key or not isinstance(examples, list) or len(examples) != end - start:
             return None
-        self.reused += 1
         return examples
 
     def save(self, name: str, key: str, start: int, end: int, examples: List[Dict[str, Any]]) -> None:
@@ -98,7 +99,6 @@ class BlockStore:
             print(f"d2t-metrics: warning: cannot keep finished blocks in {self.folder} ({e}); "
                   "the run goes on, but --resume will have nothing more to go on from", file=sys.stderr)
             return
-        self.saved += 1
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)

@@ -792,8 +792,7 @@ def compute_result(prepared: PreparedMetric, corpus: Corpus, start: int = 0, end
             with stage(f"{prepared.name}: checks"), _input_indices(start):
                 metric.check(**kwargs)
         parts = [block_arguments(kwargs, s - start, e - start) for s, e in blocks]
-        keys = [store.key(prepared.name, metric, prepared.model, prepared.config, part, s, e) if store else None
-                for part, (s, e) in zip(parts, blocks)]
+        keys = store.keys(prepared.name, metric, prepared.model, prepared.config, parts, blocks) if store else []
         done = {i: store.load(prepared.name, keys[i], s, e) for i, (s, e) in enumerate(blocks)} if store else {}
         done = {i: examples for i, examples in done.items() if examples is not None}
         if done:
