@@ -90,6 +90,7 @@ from . import runner
 from . import sharding
 from . import timing
 from .blocks import BLOCK_LINES
+from .inputs import DTYPES
 from .resume import BlockStore
 from .runner import Corpus
 from .runner import InterruptGuard
@@ -160,7 +161,7 @@ def score(args) -> int:
             with progress_bars_silenced(args.no_progress), sharding.started(launch):
                 with timing.stage("planning (imports, checks)"):
                     prepared = runner.prepare_all(names, metrics_dir, checkpoints_dir, models, configs, options, corpus,
-                                                  args.batch_size, not args.no_progress and run.writes, outcome)
+                                                  args.batch_size, not args.no_progress and run.writes, outcome, args.dtype)
                 if launch is not None:
                     prepared = sharding.agreed(prepared, outcome, launch)
                 for p in prepared:
@@ -307,6 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--option", action="append", default=[], metavar="NAME.KEY=VALUE",
                    help="a compute() option of one metric, e.g. parent.tokenizer=whitespace or dae.threshold=0.3 (repeatable; JSON values)")
     s.add_argument("--batch-size", type=int, help="batch size for model-based metrics")
+    s.add_argument("--dtype", choices=DTYPES, help="arithmetic of the model-based metrics (default: bfloat16 on a GPU, "
+                                                   "float32 elsewhere); each signature names any but float32")
     s.add_argument("--block-lines", type=int, default=BLOCK_LINES, metavar="N",
                    help=f"lines per compute() call (default {BLOCK_LINES}; 0: the whole input at once); a run sharded "
                         "over processes writes what one process with the same N and threads per process writes, byte for byte")

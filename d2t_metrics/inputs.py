@@ -242,6 +242,23 @@ def check_batch_size(batch_size: Any) -> int:
     return int(batch_size)
 
 
+# The arithmetic a model-based metric may be told to run in (``dtype=``, ``--dtype``).
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def check_dtype_name(dtype: Any) -> Optional[str]:
+    """The name (one of :data:`DTYPES`) of ``dtype``, a torch dtype or its name with or without
+    ``torch.``, or ``None`` for ``None`` (the device's default); a ``ValueError`` otherwise."""
+    if dtype is None:
+        return None
+    is_torch_dtype = type(dtype).__module__ == "torch" and type(dtype).__name__ == "dtype"
+    name = str(dtype).replace("torch.", "", 1) if isinstance(dtype, str) or is_torch_dtype else None
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)} (or None: bfloat16 on a GPU, float32 elsewhere), "
+                         f"got {short_repr(dtype)}")
+    return name
+
+
 def check_flag(value: Any, name: str) -> bool:
     """A real ``bool``: ``1``, ``"no"`` or ``None`` are refused, since their truth
     value is not what the caller meant (``"no"`` is true)."""

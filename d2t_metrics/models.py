@@ -32,6 +32,7 @@ import transformers
 from .batching import run_batched
 from .checkpoints import is_checkpoint, load_checkpoint
 from .hub import local_files_only, missing_model_error, quiet_loading, resolve_model_name
+from .inputs import check_dtype_name
 from .untrusted import literal_tokenizer
 
 
@@ -47,6 +48,36 @@ def default_dtype(device: str):
     if str(device).startswith("cuda"):
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.float32
+
+
+def check_dtype(dtype):
+    """``dtype`` (a torch dtype or its name, one of :data:`d2t_metrics.inputs.DTYPES`) as a torch
+    dtype, or ``None`` (the device's default: :func:`default_dtype`); a ``ValueError`` otherwise,
+    before anything loads."""
+    name = check_dtype_name(dtype)
+    return None if name is None else getattr(torch, name)
+
+
+def arithmetic_label(device: Optional[str] = None, dtype=None) -> Optional[str]:
+    """What a metric's signature says of the arithmetic its models run in on ``device`` with
+    ``dtype`` (``None``: the defaults, as :func:`load_model` resolves them): ``None`` for exact
+    float32, the CPU's default, which every recorded signature assumes; else the dtype's name
+    (``"bfloat16"`` on a GPU by default), or ``"float32:<precision>"`` when torch was told to
+    multiply float32 matrices at lower precision (``torch.set_float32_matmul_precision``, TF32
+    on a GPU). Scores made in another arithmetic differ in their last digits or more, so two
+    results are comparable only when their signatures agree (issue #35)."""
+    resolved = dtype if dtype is not None else default_dtype(get_device(device))
+    name = str(resolved).replace("torch.", "")
+    if name != "float32":
+        return name
+    precision = torch.get_float32_matmul_precision()
+    return None if precision == "highest" else f"float32:{precision}"
+
+
+def arithmetic_part(device: Optional[str] = None, dtype=None) -> str:
+    """``"|dtype:<label>"`` for a signature, or ``""`` for exact float32 (:func:`arithmetic_label`)."""
+    label = arithmetic_label(device, dtype)
+    return f"|dtype:{label}" if label else ""
 
 
 _AUTO_CLASSES = {
@@ -142,6 +173,9 @@ def token_embeddings(model, tokenizer, texts: Sequence[str], layer: int = -1, ma
 
 
 __all__ = [
+    "arithmetic_label",
+    "arithmetic_part",
+    "check_dtype",
     "clear_model_cache",
     "default_dtype",
     "get_device",

@@ -9,8 +9,9 @@ them again; a metric whose blocks are all there loads no model.
 
 A block is read back only when everything its results depend on is the same:
 the metric's name and code (evaluate's module hash), its configuration, model
-(a local folder by its files' names, sizes and modification times) and
-options, the batch size, the block's place and its input lines; anything else
+(a local folder by its files' names, sizes and modification times), the
+arithmetic its model runs in (``--dtype``, or a GPU's bf16 against a CPU's
+float32), its options, the batch size, the block's place and its input lines; anything else
 is scored again. So a resumed run writes what an uninterrupted one writes, as
 a sharded run does (a generator's cache across blocks aside: see
 :mod:`d2t_metrics.sharding`).
@@ -57,7 +58,7 @@ class BlockStore:
         """The fingerprint of everything each block's results depend on: ``parts[i]``, the compute()
         arguments of the block of lines ``bounds[i]``; what the blocks share is read once."""
         shared = {"format": FORMAT, "d2t_metrics": __version__, "metric": name, "code": getattr(metric, "_hash", None),
-                  "config": config, "model": model, "model_files": model_files(model),
+                  "config": config, "model": model, "model_files": model_files(model), "arithmetic": arithmetic(metric),
                   "options": {k: v for k, v in parts[0].items() if k not in PER_EXAMPLE_ARGUMENTS and k not in NEUTRAL_ARGUMENTS}
                   if parts else {}}
         keys = []
@@ -144,4 +145,17 @@ def model_files(model: Optional[str]) -> Optional[List[List[Any]]]:
     return sorted(found)
 
 
-__all__ = ["BlockStore", "plain", "model_files"]
+def arithmetic(metric: Any) -> Optional[str]:
+    """The arithmetic of ``metric``'s model from its ``device_name`` and ``dtype`` (the attributes the
+    model-based metrics keep; :func:`d2t_metrics.models.arithmetic_label`), ``None`` for float32 or a
+    metric that keeps neither."""
+    device, dtype = getattr(metric, "device_name", None), getattr(metric, "dtype", None)
+    if device is None and dtype is None and not getattr(metric, "uses_model", False):
+        return None
+    from .models import arithmetic_label  # lazy: torch, which only a model-based metric has imported
+
+    return arithmetic_label(None if device is None else str(device), dtype)
+
+
+__all__ = ["BlockStore", "arithmetic", "plain", "model_files"]
+

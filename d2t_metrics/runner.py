@@ -723,9 +723,11 @@ class MetricRun:
     scores: Dict[str, Any]
     examples: List[Dict[str, Any]]
     model: Optional[str]
+    signature: Optional[str] = None  # the settings its scores depend on (metric.signature), if it says
 
 
-def prepare_metric(name, path, config, requested_model, checkpoints_dir, corpus, batch_size, show_progress, options=None) -> PreparedMetric:
+def prepare_metric(name, path, config, requested_model, checkpoints_dir, corpus, batch_size, show_progress, options=None,
+                   dtype: Optional[str] = None) -> PreparedMetric:
     """Check what the machine lacks, construct one metric (no model is loaded) and plan its inputs
     and options; :class:`Skip` when it cannot run, :class:`UsageError` for a bad ``--config`` or ``--option``."""
     reason = missing_here(name, config, requested_model)
@@ -748,7 +750,8 @@ def prepare_metric(name, path, config, requested_model, checkpoints_dir, corpus,
     if is_d2t_metric(cls) and isinstance(model, str) and not os.path.isdir(os.path.expanduser(model)):
         check_hub_model(name, model)
     try:
-        metric = cls(config_name=config, hash=module_hash, **({} if model is None else {"model": model}))
+        metric = cls(config_name=config, hash=module_hash, **({} if model is None else {"model": model}),
+                     **arithmetic_arguments(name, cls, protocol, config, dtype))
     except Exception as e:  # noqa: BLE001
         reason = _skip_reason(e)
         if reason is not None:
@@ -759,6 +762,17 @@ def prepare_metric(name, path, config, requested_model, checkpoints_dir, corpus,
     kwargs = build_compute_kwargs(metric, corpus, batch_size, show_progress)
     kwargs.update(checked_options(name, metric, options or {}))
     return PreparedMetric(name=name, metric=metric, config=config, model=model_in_use(metric, model), kwargs=kwargs)
+
+
+def arithmetic_arguments(name: str, cls, protocol: Protocol, config: Optional[str], dtype: Optional[str]) -> Dict[str, Any]:
+    """``{"dtype": dtype}`` for a metric that runs a model and takes ``dtype=`` (``--dtype``); nothing for
+    one that runs none; a warning when one that runs a model cannot be told."""
+    if dtype is None or not protocol.takes_model or (config is not None and config in protocol.model_free_configs):
+        return {}
+    if "dtype" in inspect.signature(cls.__init__).parameters:
+        return {"dtype": dtype}
+    print(f"d2t-metrics: warning: {name} takes no dtype: --dtype {dtype} does not apply to it", file=sys.stderr)
+    return {}
 
 
 def run_metric(prepared: PreparedMetric, corpus: Corpus, block_lines: int = BLOCK_LINES,
@@ -880,7 +894,23 @@ def metric_run(prepared: PreparedMetric, scores: Dict[str, Any], examples: List[
     if n_scores or n_examples:
         print(f"d2t-metrics: warning: {prepared.name} gave {n_scores + n_examples} NaN or infinite number(s) "
               f"({n_scores} corpus, {n_examples} per-example); written as null, since JSON has none", file=sys.stderr)
-    return MetricRun(name=prepared.name, scores=scores, examples=examples, model=prepared.model)
+    return MetricRun(name=prepared.name, scores=scores, examples=examples, model=prepared.model,
+                     signature=metric_signature(prepared))
+
+
+def metric_signature(prepared: PreparedMetric) -> Optional[str]:
+    """The metric's ``signature(**options)`` for the options it ran with (its model, version and
+    arithmetic: two scores are comparable when their signatures agree), or ``None`` when it has
+    none; a signature that cannot be made costs a warning, not the scores."""
+    sign = getattr(prepared.metric, "signature", None)
+    if not callable(sign):
+        return None
+    try:
+        value = sign(**prepared.kwargs)
+    except Exception as e:  # noqa: BLE001 - the scores stand without it
+        print(f"d2t-metrics: warning: {prepared.name} could not say its signature ({type(e).__name__}: {e})", file=sys.stderr)
+        return None
+    return str(value) if value else None
 
 
 def failure_message(error: Exception, prepared: Optional[PreparedMetric], corpus: Corpus) -> str:
@@ -1078,10 +1108,24 @@ def write_output(path: str, corpus: Corpus, runs: Sequence[MetricRun], with_inpu
 
 
 def print_scores(runs: Sequence[MetricRun], as_json: bool) -> None:
+    """The corpus scores, each metric's with its signature where it has one (as sacrebleu prints
+    them): a ``"signature"`` entry beside the scores in JSON, a line under the table otherwise."""
     if as_json:
-        print(json.dumps({run.name: run.scores for run in runs}, indent=2, allow_nan=False, default=json_default))
+        print(json.dumps({run.name: _with_signature(run) for run in runs}, indent=2, allow_nan=False, default=json_default))
     else:
         print(format_table(runs))
+        signed = [run for run in runs if run.signature]
+        if signed:
+            width = max(len(run.name) for run in signed)
+            print("\nsignatures")
+            for run in signed:
+                print(f"{run.name.ljust(width)}  {run.signature}")
+
+
+def _with_signature(run: MetricRun) -> Dict[str, Any]:
+    if not run.signature or "signature" in run.scores:
+        return run.scores
+    return {**run.scores, "signature": run.signature}
 
 
 # ---------------------------------------------------------------------------
@@ -1101,14 +1145,14 @@ class Outcome:
 
 
 def prepare_all(names, metrics_dir, checkpoints_dir, models, configs, options, corpus, batch_size, show_progress,
-                outcome) -> List[PreparedMetric]:
+                outcome, dtype: Optional[str] = None) -> List[PreparedMetric]:
     """Construct every metric and plan its inputs before any loads a model, so that
     skips for what is missing and bad configurations or options show up at once."""
     prepared = []
     for name in names:
         try:
             prepared.append(prepare_metric(name, os.path.join(metrics_dir, name), configs.get(name), models.get(name),
-                                           checkpoints_dir, corpus, batch_size, show_progress, options.get(name, {})))
+                                           checkpoints_dir, corpus, batch_size, show_progress, options.get(name, {}), dtype))
         except UsageError:
             raise  # a bad --config, --model or --option: stop before anything runs
         except Skip as e:

@@ -33,9 +33,9 @@ def log(event, **fields):
 class Counting(D2TMetric):
     CHECKPOINT = "counting"
 
-    def __init__(self, model=None, **kwargs):
+    def __init__(self, model=None, dtype=None, **kwargs):
         super().__init__(**kwargs)
-        self.model_name = model
+        self.model_name, self.dtype = model, dtype
 
     def _info(self):
         return evaluate.MetricInfo(description="counting", citation="", inputs_description="",
@@ -266,6 +266,12 @@ def test_a_block_is_read_back_only_for_the_same_lines_and_options(counting, monk
     _stop_after_two_blocks(counting, monkeypatch)
     code, events, _ = counting(LINES[:4] + ["BOOM"] + LINES[5:], "--block-lines", "2", "--resume", "--batch-size", "8")
     assert code == 0 and _computed_sizes(events) == [2, 2, 2, 1]  # another batch size: another result
+
+
+def test_a_block_is_read_back_only_in_the_same_arithmetic(counting, monkeypatch):
+    _stop_after_two_blocks(counting, monkeypatch)  # float32
+    code, events, _ = counting(LINES[:4] + ["BOOM"] + LINES[5:], "--block-lines", "2", "--resume", "--dtype", "bfloat16")
+    assert code == 0 and _computed_sizes(events) == [2, 2, 2, 1]  # other arithmetic, other numbers: none read back
 
 
 def test_without_resume_the_kept_blocks_are_not_read(counting, monkeypatch, tmp_path):

@@ -16,6 +16,8 @@ from d2t_metrics.inputs import check_batch_size
 from d2t_metrics.inputs import decode_column
 from d2t_metrics.inputs import plain_table
 from d2t_metrics.metric import D2TMetric
+from d2t_metrics.models import arithmetic_part
+from d2t_metrics.models import check_dtype
 from d2t_metrics.untrusted import non_claims
 from d2t_metrics.untrusted import plain_text
 from d2t_metrics.untrusted import removed_pieces
@@ -244,7 +246,7 @@ class DAE(D2TMetric):
         self.table_model_name = os.path.expanduser(table_model) if isinstance(table_model, str) else table_model
         self.spacy_model = spacy_model
         self.device_name = device
-        self.dtype = dtype
+        self.dtype = check_dtype(dtype)  # a bad one is refused here, before anything loads
         self.max_length = max_length
         self.scorer = None  # the scorer of text sources (the only one of "rule")
         self.table_scorer = None  # the scorer of tables
@@ -314,8 +316,9 @@ class DAE(D2TMetric):
         # 1.5: a table's own arcs are checked against the text too, the lower score wins (``direction``)
         pooling = options.get("pooling") or "auto"
         direction = options.get("direction") or "auto"
+        arithmetic = "" if self.config_name == "rule" else arithmetic_part(self.device_name, self.dtype)
         return (f"dae|config:{self.config_name}|model:{model}|spacy:{spacy_name}|max_len:{length}|pooling:{pooling}"
-                f"|direction:{direction}|version:1.5")
+                f"|direction:{direction}|version:1.5{arithmetic}")
 
     @staticmethod
     def _model_label(path, name):

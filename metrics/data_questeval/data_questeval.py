@@ -17,6 +17,8 @@ from d2t_metrics.inputs import check_batch_size
 from d2t_metrics.inputs import decode_table
 from d2t_metrics.linearize import linearize
 from d2t_metrics.metric import D2TMetric
+from d2t_metrics.models import arithmetic_part
+from d2t_metrics.models import check_dtype
 from d2t_metrics.normalize import read_case_free
 from d2t_metrics.normalize import settle_first_letter
 from d2t_metrics.untrusted import CONTROL_STRINGS
@@ -295,11 +297,12 @@ class DataQuestEval(D2TMetric):
     CHECKPOINT = "data_questeval"
 
     def __init__(self, *args, model=None, text_qg=None, text_qa=None, table_qg=None, table_qa=None, device=None,
-                 spacy_model=None, bertscore_model=None, bertscore_layer=None, **kwargs):
+                 dtype=None, spacy_model=None, bertscore_model=None, bertscore_layer=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.models = resolve_models(model, text_qg=text_qg, text_qa=text_qa, table_qg=table_qg, table_qa=table_qa)
         self.model_name = str(model) if isinstance(model, str) else ",".join(model_label(self.models[r]) for r in ROLES)
         self.device_name = device
+        self.dtype = check_dtype(dtype)  # a bad one is refused here, before anything loads
         self.spacy_model = spacy_model
         self.bertscore_model = bertscore_model
         self.bertscore_layer = bertscore_layer
@@ -328,12 +331,13 @@ class DataQuestEval(D2TMetric):
                     backends[role] = given
                     continue
                 loader = load_qg if role.endswith("_qg") else load_qa
-                backends[role] = loader(given, device=self.device_name)
+                backends[role] = loader(given, device=self.device_name, dtype=self.dtype)
             self._backends = backends
         if self._nlp is None:
             self._nlp = _load_spacy(self.spacy_model)
         if self._bertscore is None:
-            self._bertscore = AnswerBERTScore(self.bertscore_model, device=self.device_name, layer=self.bertscore_layer)
+            self._bertscore = AnswerBERTScore(self.bertscore_model, device=self.device_name, dtype=self.dtype,
+                                              layer=self.bertscore_layer)
         return self._backends
 
     def _control_strings(self):
@@ -402,7 +406,8 @@ class DataQuestEval(D2TMetric):
             parts.append("wrong_answers:penalized")
         if options.get("pooling", POOLING) != "mean":
             parts.append(f"pooling:{options.get('pooling', POOLING)}")
-        return "|".join(parts + [f"version:{VERSION}"])
+        # the models run in bf16 on a GPU by default: named, since their questions and scores move
+        return "|".join(parts + [f"version:{VERSION}"]) + arithmetic_part(self.device_name, self.dtype)
 
     # -- input checks, before evaluate stores anything ---------------------
     def _check_option_values(self, options):

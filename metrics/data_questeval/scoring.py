@@ -178,10 +178,10 @@ class BERTScoreEncoder:
     ``max_length`` tokens or what the model's position table holds."""
 
     def __init__(self, path: str, device: Optional[str] = None, layer: Optional[int] = None,
-                 batch_size: int = 64, max_length: int = 64, metric: str = "data_questeval"):
+                 batch_size: int = 64, max_length: int = 64, metric: str = "data_questeval", dtype=None):
         from d2t_metrics.models import load_model  # lazy: torch and transformers, only once answers are compared
 
-        self.tokenizer, self.model = load_model(path, task="encoder", device=device, metric=metric)
+        self.tokenizer, self.model = load_model(path, task="encoder", device=device, dtype=dtype, metric=metric)
         n_layers = self.model.config.num_hidden_layers
         self.layer = n_layers if layer is None else int(layer)
         if not 0 <= self.layer <= n_layers:
@@ -206,10 +206,10 @@ class AnswerBERTScore(BERTScoreEncoder):
     distinct string once per :meth:`score` call."""
 
     def __init__(self, model: Optional[str] = None, device: Optional[str] = None, layer: Optional[int] = None,
-                 batch_size: int = 64, max_length: int = 64):
+                 batch_size: int = 64, max_length: int = 64, dtype=None):
         self.model_name = str(model or DEFAULT_BERTSCORE_MODEL)
         path = resolve_base(self.model_name) if model is None or not os.path.isdir(os.path.expanduser(self.model_name)) else self.model_name
-        super().__init__(path, device=device, layer=layer, batch_size=batch_size, max_length=max_length)
+        super().__init__(path, device=device, layer=layer, batch_size=batch_size, max_length=max_length, dtype=dtype)
 
     def score(self, pairs: Sequence[Tuple[str, str]], show_progress: bool = False) -> List[float]:
         """BERTScore F1 of each (candidate, reference) pair, in [0, 1] after clipping."""

@@ -146,7 +146,7 @@ def missing_model(extractor: str, given: Optional[str], config: str):
 
 def load_extractor(name: str, model: Optional[str] = None, device: Optional[str] = None, batch_size: int = 32,
                    spacy_model: Any = None, config: Optional[str] = None, restore_form: bool = True,
-                   quantize: Optional[str] = None) -> Extractor:
+                   quantize: Optional[str] = None, dtype=None) -> Extractor:
     """Build extractor ``name`` (one of :data:`EXTRACTORS`); a learned one loads
     its checkpoint (:func:`resolve_model_path`) and raises
     ``ModelNotAvailableError`` when there is none. ``quantize="int8"`` (opt-in,
@@ -161,10 +161,11 @@ def load_extractor(name: str, model: Optional[str] = None, device: Optional[str]
     if not path or not os.path.isdir(path):
         raise missing_model(name, model, config or name)
     if name == "end_to_end":
-        return EndToEndExtractor(path, device=device, batch_size=batch_size, restore_form=restore_form, quantize=quantize)
+        return EndToEndExtractor(path, device=device, batch_size=batch_size, restore_form=restore_form, quantize=quantize,
+                                 dtype=dtype)
     # spaCy is shared when the caller has one loaded (the relation extractor splits sentences with it)
     extra = {"spacy_model": spacy_model} if spacy_model is not None else {}
-    return relation_extractor_class()(path, device=device, batch_size=batch_size, **extra)
+    return relation_extractor_class()(path, device=device, batch_size=batch_size, dtype=dtype, **extra)
 
 
 def relation_extractor_class():
@@ -269,12 +270,12 @@ class EndToEndExtractor(Extractor):
 
     def __init__(self, path: str, device: Optional[str] = None, batch_size: int = 32, max_new_tokens: int = MAX_NEW_TOKENS,
                  window_words: int = WINDOW_WORDS, restore_form: bool = True, max_units: int = MAX_UNITS,
-                 quantize: Optional[str] = None):
+                 quantize: Optional[str] = None, dtype=None):
         from d2t_metrics.generator import load_generator
 
         self.path = path
         # quantize="int8": opt-in, CPU only, facts may change (d2t_metrics.generator.QUANTIZATIONS)
-        self.tokenizer, self.model, self.recipe = load_generator(path, device=device, quantize=quantize)
+        self.tokenizer, self.model, self.recipe = load_generator(path, device=device, dtype=dtype, quantize=quantize)
         if self.recipe.get("task", "causal-lm") != "causal-lm":
             raise ValueError(f"{path} is a {self.recipe.get('task')!r} checkpoint, not a text-to-triples generator")
         self.batch_size = batch_size

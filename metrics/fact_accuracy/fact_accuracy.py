@@ -12,6 +12,8 @@ from d2t_metrics.inputs import TEXT
 from d2t_metrics.inputs import check_batch_size
 from d2t_metrics.inputs import decode_table
 from d2t_metrics.metric import D2TMetric
+from d2t_metrics.models import arithmetic_part
+from d2t_metrics.models import check_dtype
 from d2t_metrics.timing import stage
 from d2t_metrics.untrusted import blank_non_claims
 from d2t_metrics.untrusted import removed_pieces
@@ -160,7 +162,8 @@ class FactAccuracy(D2TMetric):
     # The paper's extractor is not published; the API's default is the project's checkpoint too.
     CHECKPOINT = "fact_accuracy"
 
-    def __init__(self, *args, model=None, device=None, spacy_model=None, extractor=None, restore_form=True, **kwargs):
+    def __init__(self, *args, model=None, device=None, dtype=None, spacy_model=None, extractor=None, restore_form=True,
+                 **kwargs):
         super().__init__(*args, **kwargs)
         if self.config_name not in CONFIGS:
             raise ValueError(f"unknown config {self.config_name!r}; choose one of {list(CONFIGS)}")
@@ -172,6 +175,7 @@ class FactAccuracy(D2TMetric):
         if extractor is None and self.extractor_name not in MODEL_FREE:
             self.model_name = resolve_model_path(self.given_model, self.extractor_name) or self.given_model
         self.device_name = device
+        self.dtype = check_dtype(dtype)  # a bad one is refused here, before anything loads
         self.spacy_model = spacy_model
         self.restore_form = bool(restore_form)
         self.extractor = extractor
@@ -193,7 +197,7 @@ class FactAccuracy(D2TMetric):
     def load_model(self) -> Extractor:
         # The model (or spaCy) loads once per metric object.
         if self.extractor is None:
-            self.extractor = load_extractor(self.extractor_name, model=self.given_model, device=self.device_name,
+            self.extractor = load_extractor(self.extractor_name, model=self.given_model, device=self.device_name, dtype=self.dtype,
                                             spacy_model=self.spacy_model, config=self.config_name,
                                             restore_form=self.restore_form)
         return self.extractor
@@ -218,7 +222,8 @@ class FactAccuracy(D2TMetric):
         t = self.label_threshold(fuzzy) if options.get("ground_truth") in (None, "table") else None
         if t is not None:  # the per-output label's threshold (labels.py), where one applies
             parts.append(f"label_t:{t:.6g}")
-        return "|".join(parts + ["version:1.7"])
+        # a model extractor runs in bf16 on a GPU by default: named, since its facts may move
+        return "|".join(parts + ["version:1.7"]) + (arithmetic_part(self.device_name, self.dtype) if self.model_name else "")
 
     def label_threshold(self, fuzzy_threshold=DEFAULT_FUZZY_THRESHOLD):
         """The per-output OK threshold fitted for this extractor, checkpoint and matching (labels.py,

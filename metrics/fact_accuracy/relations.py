@@ -438,7 +438,7 @@ class RelationExtractor(Extractor):
     name = "relation-classifier"
 
     def __init__(self, path: str, device: Optional[str] = None, batch_size: int = 32, threshold: float = 0.5,
-                 spacy_model: Any = None, max_candidates: int = MAX_CANDIDATES, max_pairs: int = MAX_PAIRS):
+                 spacy_model: Any = None, max_candidates: int = MAX_CANDIDATES, max_pairs: int = MAX_PAIRS, dtype=None):
         for name, value in (("batch_size", batch_size), ("max_candidates", max_candidates), ("max_pairs", max_pairs)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -455,7 +455,8 @@ class RelationExtractor(Extractor):
         from d2t_metrics.models import load_model
 
         self.path = path
-        self.tokenizer, self.model = load_model(path, task="sequence-classification", device=device, metric="fact_accuracy")
+        self.tokenizer, self.model = load_model(path, task="sequence-classification", device=device, dtype=dtype,
+                                                metric="fact_accuracy")
         id2label = self.model.config.id2label
         self.labels = [str(id2label[i]) for i in range(len(id2label))]
         if NONE not in self.labels:

@@ -15,6 +15,8 @@ from d2t_metrics.inputs import plain_table
 from d2t_metrics.learned_verbalizer import LearnedVerbalizer
 from d2t_metrics.locations import checkpoint_path
 from d2t_metrics.metric import D2TMetric
+from d2t_metrics.models import arithmetic_part
+from d2t_metrics.models import check_dtype
 from d2t_metrics.onnx_backend import check_backend
 from d2t_metrics.timing import stage
 from d2t_metrics.untrusted import non_claims
@@ -236,7 +238,7 @@ class NLISemanticAccuracy(D2TMetric):
             raise ValueError(f"unknown config {self.config_name!r}; choose one of {list(CONFIGS)}")
         self.model_name = os.path.expanduser(model) if isinstance(model, str) else model
         self.device_name = device
-        self.dtype = dtype
+        self.dtype = check_dtype(dtype)  # a bad one is refused here, before anything loads
         self.max_length = max_length
         self.learned_verbalizer = resolve_verbalizer(verbalizer, self.config_name)
         self.verbalizer = make_verbalizer(self.config_name, templates, self.learned_verbalizer, device)
@@ -319,7 +321,9 @@ class NLISemanticAccuracy(D2TMetric):
                 f"|pooling:{options.get('pooling', DEFAULT_POOLING)}"
                 # ONNX Runtime's arithmetic differs from PyTorch's in the 6th decimal (labels identical in
                 # the benchmarks): named only when used, so the default's signature is unchanged
-                + ("|backend:onnx" if options.get("backend", "torch") == "onnx" else ""))
+                + ("|backend:onnx" if options.get("backend", "torch") == "onnx" else "")
+                # bf16 on a GPU by default, or a dtype given: named only then, as the backend
+                + arithmetic_part(self.device_name, self.dtype))
 
     def corpus_scores(self, examples):
         """The label shares and mean confidence of the per-example results (shards join by it)."""

@@ -1,5 +1,7 @@
 """PARENT: Precision And Recall of Entailed N-grams from the Table (Dhingra et al., ACL 2019)."""
 
+import os
+
 import datasets
 import evaluate
 
@@ -208,6 +210,20 @@ class Parent(D2TMetric):
         if per_example or return_ngrams:
             result["examples"] = examples
         return result
+
+    def signature(self, entailment=OVERLAP, lambda_weight=None, smoothing=DEFAULT_SMOOTHING, max_order=DEFAULT_MAX_ORDER,
+                  tokenizer="nltk", cooccurrence_counts=None, **_ignored):
+        """The settings a score depends on, as sacrebleu's signatures give them: the entailment model
+        (PARENT-W ``overlap`` or PARENT-C ``cooccurrence``), lambda (``auto``: per example, from the
+        reference), smoothing, the longest n-gram and the tokenizer (``custom`` for a callable)."""
+        lam = "auto" if lambda_weight is None else f"{float(lambda_weight):g}"
+        tok = tokenizer if isinstance(tokenizer, str) else "custom"
+        parts = [f"parent|entailment:{entailment}", f"lambda:{lam}", f"smoothing:{float(smoothing):g}",
+                 f"max_order:{max_order}", f"tok:{tok}"]
+        if entailment == COOCCURRENCE:
+            parts.append("counts:" + (os.path.basename(str(cooccurrence_counts)) if isinstance(cooccurrence_counts, str)
+                                      else "custom"))
+        return "|".join(parts)
 
     def corpus_scores(self, examples):
         """Means of the per-example precision, recall and F1 (the command line's shards join by it)."""

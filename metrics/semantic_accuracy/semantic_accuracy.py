@@ -16,6 +16,7 @@ from d2t_metrics.inputs import decode_column
 from d2t_metrics.inputs import plain_table
 from d2t_metrics.locations import checkpoints_dir
 from d2t_metrics.metric import D2TMetric
+from d2t_metrics.models import check_dtype
 from d2t_metrics.timing import stage
 
 from .combine import combined_score
@@ -112,7 +113,7 @@ class SemanticAccuracy(D2TMetric):
     # per component (component_model picks each one's).
     COMPONENT_CHECKPOINTS = True
 
-    def __init__(self, *args, model=None, device=None, components=None, weights=None, **kwargs):
+    def __init__(self, *args, model=None, device=None, dtype=None, components=None, weights=None, **kwargs):
         super().__init__(*args, **kwargs)
         if self.config_name not in CONFIGS:
             raise ValueError(f"unknown config {self.config_name!r}; choose one of {list(CONFIGS)}")
@@ -120,6 +121,7 @@ class SemanticAccuracy(D2TMetric):
         self.feature_set = self._pick_feature_set(components)
         self.fitted = self.weights["feature_sets"][self.feature_set]
         self.device_name = device
+        self.dtype = check_dtype(dtype)  # passed to the model components; refused here if bad
         self.models = {f: component_model(f, spec, model) for f, spec in self.fitted["components"].items()}
         self.model_name = ",".join(f"{f}:{m}" for f, m in self.models.items() if m) or None
         self.components = None
@@ -149,13 +151,15 @@ class SemanticAccuracy(D2TMetric):
         )
 
     def load_model(self):
-        """Each component metric, loaded once (``d2t_metrics.load``, with its model and ``device``)."""
+        """Each component metric, loaded once (``d2t_metrics.load``, with its model, ``device`` and ``dtype``)."""
         if self.components is None:
             loaded = {}
             for feature, spec in self.fitted["components"].items():
                 kwargs = {"model": self.models[feature]} if self.models[feature] else {}
                 if self.device_name is not None and (spec["metric"], spec["config"]) not in MODEL_FREE_COMPONENTS:
                     kwargs["device"] = self.device_name
+                if self.dtype is not None and (spec["metric"], spec["config"]) not in MODEL_FREE_COMPONENTS:
+                    kwargs["dtype"] = self.dtype
                 with stage(f"load {feature}"):
                     loaded[feature] = load_component(spec["metric"], spec["config"], **kwargs)
             self.components = loaded
