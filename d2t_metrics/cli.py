@@ -308,8 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--option", action="append", default=[], metavar="NAME.KEY=VALUE",
                    help="a compute() option of one metric, e.g. parent.tokenizer=whitespace or dae.threshold=0.3 (repeatable; JSON values)")
     s.add_argument("--batch-size", type=int, help="batch size for model-based metrics")
-    s.add_argument("--dtype", choices=DTYPES, help="arithmetic of the model-based metrics (default: bfloat16 on a GPU, "
-                                                   "float32 elsewhere); each signature names any but float32")
+    s.add_argument("--dtype", choices=DTYPES, help=runner.DTYPE_HELP)
     s.add_argument("--block-lines", type=int, default=BLOCK_LINES, metavar="N",
                    help=f"lines per compute() call (default {BLOCK_LINES}; 0: the whole input at once); a run sharded "
                         "over processes writes what one process with the same N and threads per process writes, byte for byte")

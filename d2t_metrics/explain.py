@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import runner
+from .inputs import DTYPES
 from .runner import Corpus, UsageError, check_row, decode_utf8, parse_line
 from .spaces import table_from_text
 from .tables import parse_table
@@ -88,6 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--model", action="append", default=[], metavar="NAME=PATH_OR_HUB_ID", help="model for a metric (repeatable)")
     parser.add_argument("--config", action="append", default=[], metavar="NAME=CONFIG", help="configuration of a metric (repeatable)")
     parser.add_argument("--option", action="append", default=[], metavar="NAME.KEY=VALUE", help="a compute() option of one metric (repeatable; JSON values)")
+    parser.add_argument("--dtype", choices=DTYPES, help=runner.DTYPE_HELP)
     parser.add_argument("--width", type=int, help="wrap lines to this many columns (default: the terminal's width)")
     parser.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help=f"items shown per list before '... N more' (default {DEFAULT_LIMIT})")
     parser.add_argument("--strict", action="store_true", help=f"exit {EXIT_SKIPPED} when a requested metric was skipped")
@@ -242,7 +244,7 @@ def run(args) -> int:
     try:
         with runner.progress_bars_silenced(True):
             prepared = runner.prepare_all(names, metrics_dir, checkpoints_dir, models, configs, options, chosen.corpus,
-                                          None, False, outcome)
+                                          None, False, outcome, args.dtype)
             for p in prepared:
                 runner.run_prepared(p, chosen.corpus, outcome)
     except UsageError as e:  # a bad --config or --option, found before any model loaded

@@ -764,6 +764,10 @@ def prepare_metric(name, path, config, requested_model, checkpoints_dir, corpus,
     return PreparedMetric(name=name, metric=metric, config=config, model=model_in_use(metric, model), kwargs=kwargs)
 
 
+DTYPE_HELP = ("arithmetic of the model-based metrics (default: bfloat16 on a GPU, float32 elsewhere); each "
+              "signature names any but float32")
+
+
 def arithmetic_arguments(name: str, cls, protocol: Protocol, config: Optional[str], dtype: Optional[str]) -> Dict[str, Any]:
     """``{"dtype": dtype}`` for a metric that runs a model and takes ``dtype=`` (``--dtype``); nothing for
     one that runs none; a warning when one that runs a model cannot be told."""

@@ -200,3 +200,14 @@ def test_a_bad_dtype_is_refused_before_anything_loads(metric, bad):
     with pytest.raises(ValueError, match="dtype must be one of float32, bfloat16, float16") as e:
         evaluate.load(metric_path(metric), dtype=bad)
     assert len(str(e.value)) < 400
+
+
+def test_explain_passes_dtype_on_too(capsys, monkeypatch):
+    from d2t_metrics import runner
+
+    told = []
+    real = runner.arithmetic_arguments
+    monkeypatch.setattr(runner, "arithmetic_arguments", lambda *a: told.append(real(*a)) or told[-1])
+    assert main(["explain", "--input", EXAMPLES, "--metrics", "parent,nli_semantic_accuracy", "--dtype", "bfloat16",
+                 "--width", "100"]) == 0
+    assert told == [{}, {"dtype": "bfloat16"}]  # PARENT runs no model

@@ -2,17 +2,7 @@
 # d2t-metrics GPU check (issue #35): unpack the staged bases and wheels, then profile the model-based
 # metrics on cuda and time NLI against its one-pair loop. Partial results land in $OUT as they come.
 set -u
-mkdir -p /tmp/bin && ln -sf "$(command -v python3)" /tmp/bin/python && export PATH=/tmp/bin:$PATH
-OUT=${OUT:?}
-T0=$(date +%s)
-el() { echo "[gpu_bench +$(( $(date +%s) - T0 ))s] $*"; }
-mkdir -p /tmp/stage/x /tmp/site
-el "unpack"
-cat /tmp/stage/part-0* | tar xf - -C /tmp/stage/x || { el "tar failed"; ls -la /tmp/stage; exit 3; }
-[ -n "${SKIP_PIP:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site /tmp/stage/x/whl/*.whl 2>&1 | grep -v "WARNING: Target directory" | tail -3
-cp -r /tmp/stage/x/site/* /tmp/site/
-[ -f checkpoints/dae/adapter_model.safetensors ] || { rm -rf checkpoints; cp -r /tmp/stage/checkpoints .; }  # see README.md: staged apart 
-export TQDM_DISABLE=1 PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 D2T_SHARED=/tmp/stage/x/shared D2T_METRICS_CACHE=/tmp/d2tcache TOKENIZERS_PARALLELISM=false
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 el "imports"
 python3 - <<'PY' 2>&1 | tee $OUT/env.txt
 import sys, torch, transformers, peft, spacy, evaluate, gguf, datasets, pyarrow

@@ -2,12 +2,7 @@
 # d2t-metrics GPU run (issue #36): train the decoder-backbone DAE arc scorer, then score the
 # summary reranking pairs and WebNLG 2017 with it and with the MiniLM checkpoint, same machine.
 set -u
-mkdir -p /tmp/bin && ln -sf "$(command -v python3)" /tmp/bin/python && export PATH=/tmp/bin:$PATH
-OUT=${OUT:?}
-T0=$(date +%s)
-el() { echo "[gpu_dae +$(( $(date +%s) - T0 ))s] $*"; }
-export TQDM_DISABLE=1 PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 D2T_SHARED=/tmp/stage/x/shared D2T_METRICS_CACHE=/tmp/d2tcache TOKENIZERS_PARALLELISM=false
-[ -f checkpoints/dae/adapter_model.safetensors ] || { rm -rf checkpoints; cp -r /tmp/stage/checkpoints .; }  # see README.md: staged apart
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 mkdir -p /tmp/stage/x/shared/data/dae && cp .stage_dae/summary_pairs.json /tmp/stage/x/shared/data/dae/ 2>/dev/null
 export BASE_DIR=$(python3 -c 'from d2t_metrics.bases import resolve_base; print(resolve_base("HuggingFaceTB/SmolLM2-135M-Instruct"))' 2>/dev/null | tail -1)
 el "base $BASE_DIR"
