@@ -355,6 +355,10 @@ def test_playground_scores_one_example_with_every_metric(playground):
 
     html = playground.panel_html("parent", parent)
     assert f"{direct['f1']:.4f}" in html and 'class="d2t-main-score"' in html
+    # each section says what its number depends on, as the command line prints it
+    assert parent["signature"] == evaluate.load(os.path.join(ROOT, "metrics", "parent")).signature()
+    assert f'<small class="d2t-signature" style="color:#555">signature <code>{parent["signature"]}</code>' in html
+    assert nli["signature"].startswith("metric:nli_semantic_accuracy|") and "|dtype:" not in nli["signature"]
 
     # The summary: one row per metric, its headline score and verdict, linking to its section.
     summary = playground.summary_html(list(results), results)

@@ -255,11 +255,12 @@ def score_example(table: Any, prediction: str, reference: Optional[str] = None, 
     Each result has ``status`` ("ok", "skipped" or "error"), ``note`` (why it
     was skipped, or a fallback), ``model``; when it ran, ``scores`` (the
     corpus-level numbers), ``example`` (its per-example dict), ``main`` (the
-    metric's headline number and label) and ``explanation`` (HTML). A bad
-    table raises ``ValueError`` before any metric runs.
+    metric's headline number and label), ``signature`` (what the number depends
+    on, as ``d2t-metrics score`` prints it; ``None`` if the metric says none) and
+    ``explanation`` (HTML). A bad table raises ``ValueError`` before any metric runs.
     """
     from d2t_metrics import parse_table
-    from d2t_metrics.runner import Skip, build_compute_kwargs, corpus_scores
+    from d2t_metrics.runner import PreparedMetric, Skip, build_compute_kwargs, corpus_scores, metric_signature
 
     parse_table(table)
     if not str(prediction or "").strip():
@@ -293,7 +294,8 @@ def score_example(table: Any, prediction: str, reference: Optional[str] = None, 
             continue
         example = result["examples"][0]
         key, label = KNOWN.get(name, {}).get("main", ("score", "score"))
-        out.update(status="ok", scores=corpus_scores(result), example=example, main=(label, example.get(key, example.get("score"))))
+        out.update(status="ok", scores=corpus_scores(result), example=example, main=(label, example.get(key, example.get("score"))),
+                   signature=metric_signature(PreparedMetric(name, loaded.metric, None, None, kwargs)))
         out["explanation"] = _explain(loaded, example, prediction)
     return results
 
@@ -357,7 +359,9 @@ def panel_html(name: str, result: Dict[str, Any]) -> str:
     from d2t_metrics.spaces import error_html, note_html
 
     head = f'<h3 style="margin:0 0 4px 0">{html.escape(result["title"])}</h3>'
-    model = f'<p style="margin:0 0 6px 0;overflow-wrap:anywhere"><small>{html.escape(result["model"])}</small></p>'
+    signature = (f'<br><small class="d2t-signature" style="color:#555">signature <code>{html.escape(result["signature"])}</code></small>'
+                 if result.get("signature") else "")
+    model = f'<p style="margin:0 0 6px 0;overflow-wrap:anywhere"><small>{html.escape(result["model"])}</small>{signature}</p>'
     if result["status"] == "skipped":
         body = note_html(f"Skipped: {result['note']}")
     elif result["status"] == "error":
