@@ -211,3 +211,11 @@ def test_explain_passes_dtype_on_too(capsys, monkeypatch):
     assert main(["explain", "--input", EXAMPLES, "--metrics", "parent,nli_semantic_accuracy", "--dtype", "bfloat16",
                  "--width", "100"]) == 0
     assert told == [{}, {"dtype": "bfloat16"}]  # PARENT runs no model
+
+
+def test_semantic_accuracy_passes_dtype_to_its_model_components_only():
+    combined = evaluate.load(metric_path("semantic_accuracy"), "fast", model=os.path.join(ROOT, "checkpoints"), dtype="bfloat16")
+    dtypes = {feature: getattr(metric, "dtype", None) for feature, metric in combined.load_model().items()}
+    assert sorted(dtypes.values(), key=str) == [None, None, torch.bfloat16]  # NLI; DAE's rule and OpenIE run no model
+    signature = combined.signature()
+    assert signature.count("|dtype:bfloat16") == 1 and "nli_semantic_accuracy" in signature.split("|dtype:bfloat16")[0]
