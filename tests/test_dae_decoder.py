@@ -162,6 +162,34 @@ def test_loaded_checkpoint_reproduces_training_probabilities(decoder_checkpoint)
             assert got == pytest.approx(want, abs=2e-3)  # the adapters are stored in float16
 
 
+def _train_again(decoder_checkpoint, out, *extra):
+    cmd = [sys.executable, "-c", NO_SPACY, "train", "--data", decoder_checkpoint["train"], "--dev", decoder_checkpoint["dev"],
+           "--base", decoder_checkpoint["base"], "--out", out, "--device", "cpu", "--max-steps", "1", "--batch-size", "4",
+           "--lr", "0", "--head-lr", "0", "--warmup-steps", "1", "--threads", "1", "--max-seconds", "120",
+           "--dump-probs", out + ".probs.json", "--eval-points", "", *extra]
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), HF_HUB_OFFLINE="1")
+    run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    with open(out + ".probs.json") as f:
+        probs = [p for row in json.load(f)["probabilities"] for p in row]
+    with open(os.path.join(out, "d2t_config.json")) as f:
+        return probs, json.load(f)["training"], run.stdout
+
+
+def test_training_goes_on_from_a_checkpoint(decoder_checkpoint, tmp_path):
+    """--init: a later session continues a checkpoint (its adapters and arc head), counting what it had seen."""
+    with open(decoder_checkpoint["probs"]) as f:
+        trained = [p for row in json.load(f)["probabilities"] for p in row]
+    went_on, training, log = _train_again(decoder_checkpoint, str(tmp_path / "on"), "--init", decoder_checkpoint["out"])
+    assert "warm start from" in log and training["warm_start"] == os.path.abspath(decoder_checkpoint["out"])
+    with open(os.path.join(decoder_checkpoint["out"], "d2t_config.json")) as f:
+        before = json.load(f)["training"]["examples_seen"]  # 6 steps of up to 4
+    assert training["examples_seen"] == 4 and training["examples_seen_in_all"] == before + 4
+    assert went_on == pytest.approx(trained, abs=2e-3)  # a step at learning rate 0: the weights it started from
+    fresh, training, _ = _train_again(decoder_checkpoint, str(tmp_path / "fresh"))
+    assert training["warm_start"] is None and max(abs(a - b) for a, b in zip(fresh, trained)) > 0.05
+
+
 def test_metric_loads_decoder_checkpoint(decoder_checkpoint):
     metric = evaluate.load(metric_path("dae"), model=decoder_checkpoint["out"], device="cpu")
     sources = ["The cat sat on the old mat.", "The cat sat on the old mat."]

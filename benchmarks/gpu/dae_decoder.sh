@@ -9,7 +9,8 @@ el "base $BASE_DIR"
 nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 2 > /tmp/dae_util.csv 2>&1 &
 SMI=$!
 el "train"
-EXTRA_ARGS="--max-seconds ${TRAIN_S:-180}" timeout ${TRAIN_TOTAL_S:-270} bash benchmarks/gpu/train_dae_decoder.sh /tmp/dae_work > $OUT/train.log 2>&1
+# INIT: a checkpoint an earlier session trained (its dae_decoder.tar, unpacked), which this run continues
+EXTRA_ARGS="--max-seconds ${TRAIN_S:-180}${INIT:+ --init $INIT}" timeout ${TRAIN_TOTAL_S:-270} bash benchmarks/gpu/train_dae_decoder.sh /tmp/dae_work > $OUT/train.log 2>&1
 el "train exit $?"; tail -15 $OUT/train.log
 CK=/tmp/dae_work/dae_decoder
 [ -f $CK/d2t_config.json ] && (cd /tmp/dae_work && tar cf $OUT/dae_decoder.tar dae_decoder) && ls -la $CK

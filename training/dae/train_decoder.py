@@ -395,6 +395,8 @@ def train(argv: Sequence[str]) -> int:
     ap.add_argument("--log-every", type=int, default=10, help="steps between progress lines (and at least one every 15 s)")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--init", default=None, help="a decoder checkpoint this run continues (its adapters and arc head; "
+                                                 "a session's device time ends before 3 epochs do: the next one goes on)")
     ap.add_argument("--dump-probs", default=None, help="write the final model's arc probabilities of the dev examples "
                                                        "(JSON, dev file order), to check a loaded checkpoint against")
     args = ap.parse_args(argv)
@@ -404,7 +406,7 @@ def train(argv: Sequence[str]) -> int:
     import peft
     import safetensors
 
-    from d2t_metrics.checkpoints import apply_lora, checkpoint_size, save_checkpoint
+    from d2t_metrics.checkpoints import apply_lora, checkpoint_size, save_checkpoint, warm_start
     from d2t_metrics.generator import halve_adapter
     from metrics.dae.arcs import ARC_FEATURES, RELATIONS
     from metrics.dae.model import (ARC_MODEL_KIND, DECODER_LORA, DECODER_MAX_LENGTH, DECODER_TASK, HEAD_FILE, WORD_VECTOR_LAST,
@@ -451,6 +453,15 @@ def train(argv: Sequence[str]) -> int:
     backbone = apply_lora(backbone, lora, trainable=())
     hidden_size = backbone.config.hidden_size
     head = make_arc_head(hidden_size, num_features=len(feature_names))
+    init_seen = 0
+    if args.init:
+        extra, init_meta = warm_start(backbone, args.init, lora)
+        if init_meta.get("task") != DECODER_TASK or init_meta.get("hidden_size") != hidden_size:
+            raise SystemExit(f"--init {args.init} is no decoder arc checkpoint over this base")
+        head.load_state_dict({k: extra[k].float() for k in head_tensors(head)})
+        init_seen = int((init_meta.get("training") or {}).get("examples_seen_in_all") or
+                        (init_meta.get("training") or {}).get("examples_seen") or 0)
+        log(f"warm start from {args.init} ({init_seen} examples seen there)")
     backbone.to(device)
     head.to(device)
     backbone.train()
@@ -493,6 +504,7 @@ def train(argv: Sequence[str]) -> int:
             "min_lr_ratio": args.min_lr_ratio, "schedule": "linear warm-up, then linear decay in wall-clock time",
             "neg_weight": round(neg_weight, 3), "max_seconds": args.max_seconds, "seed": args.seed,
             "precision": "bf16 autocast" if autocast_dtype is not None else "fp32", "device": device,
+            "warm_start": os.path.abspath(args.init) if args.init else None,
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__},
         },
         "dev_curve": [],
@@ -501,7 +513,8 @@ def train(argv: Sequence[str]) -> int:
 
     def save(step: int, seconds: float, final: bool = False) -> None:
         t = time.time()
-        meta["training"].update(steps=step, seconds=round(seconds, 1), examples_seen=seen, final=final)
+        meta["training"].update(steps=step, seconds=round(seconds, 1), examples_seen=seen, final=final,
+                                examples_seen_in_all=init_seen + seen)
         save_checkpoint(backbone, args.out, meta, tokenizer=tokenizer, extra=head_tensors(head))
         halve_adapter(args.out)
         save_seconds[0] = time.time() - t
