@@ -44,7 +44,9 @@ Output
     example's dict from ``compute(..., per_example=True)``, unchanged but for
     NaN or infinite numbers, which JSON lacks: written as ``null``, with a
     warning. Corpus scores are printed as a table on stdout, or as JSON with
-    ``--json``. Output is strict JSON: an input line whose ``id`` or
+    ``--json``, each metric's with its signature (what its numbers depend on:
+    model, version, options, and ``dtype:`` for arithmetic other than float32,
+    set by ``--dtype``) under the table, or as its ``"signature"`` entry. Output is strict JSON: an input line whose ``id`` or
     ``table`` holds ``NaN``, ``Infinity`` or an overflowing number (``1e400``)
     is refused by the input check.
 
