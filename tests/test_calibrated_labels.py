@@ -233,3 +233,78 @@ def test_slot_error_diff_is_read_per_fact():
     assert [(f["status"], f["flagged"]) for f in facts] == [("wrong value", False), ("missing", True)]
     measures = nli_labels.compare(examples, rows)["omission_per_fact"]
     assert measures["precision"] == 1.0 and measures["recall"] == 0.5 and measures["recall_missing"] == 1.0
+
+
+# ---------------------------------------------------------------- labels in bf16: the float32 re-check
+
+nli_model = _module(os.path.join(NLI, "nli_model.py"), "nli_model_for_tests")
+
+
+def test_near_decision_reads_log_probabilities_against_each_decision():
+    near = nli_model.near_decision
+    margin = nli_model.EXACT_MARGIN
+    e = 0
+    assert near([0.5, 0.4, 0.1], e, ["argmax"])  # log 0.5 - log 0.4 = 0.22 < 2 x 0.3
+    assert not near([0.7, 0.2, 0.1], e, ["argmax"])  # 1.25 apart
+    assert not near([0.7, 0.2, 0.1], e, [0.04])  # log 0.7 - log 0.04 = 2.9
+    assert near([0.05, 0.9, 0.05], e, [0.04]) and not near([0.05, 0.9, 0.05], e, ["argmax"])
+    just_in, just_out = 0.04 * math_exp(margin * 0.99), 0.04 * math_exp(margin * 1.01)
+    assert near([just_in, 0.5, 0.5 - just_in], e, [0.04]) and not near([just_out, 0.5, 0.5 - just_out], e, [0.04])
+    assert not near([0.0, 1.0, 0.0], e, [0.04, "argmax"]) and near([0.0, 1.0, 0.0], e, [0.0])  # no log(0) error
+    assert not near([0.5, 0.4, 0.1], e, [])  # no decision, nothing near
+
+
+def math_exp(x):
+    import math
+
+    return math.exp(x)
+
+
+@pytest.fixture(scope="module")
+def pairs_and_exact(tiny_nli):
+    premises = [t for t in TEXTS for _ in TRIPLES]
+    hypotheses = [f"{t.split(' | ')[0]} {t.split(' | ')[1]} {t.split(' | ')[2]}." for _ in TEXTS for t in TRIPLES]
+    exact = nli_model.NLIScorer(tiny_nli)(premises, hypotheses, show_progress=False)
+    return premises, hypotheses, exact
+
+
+def test_rows_near_a_decision_are_scored_again_in_float32(tiny_nli, pairs_and_exact):
+    import torch
+
+    premises, hypotheses, exact = pairs_and_exact
+    halved = nli_model.NLIScorer(tiny_nli, dtype=torch.bfloat16)
+    e = halved.entailment_index
+    plain = halved(premises, hypotheses, show_progress=False)
+    assert halved.rescored == 0 and max(abs(a - b) for x, y in zip(plain, exact) for a, b in zip(x, y)) > 1e-5  # bf16 moves them
+    far = halved(premises, hypotheses, show_progress=False, exact_near=[1e-12])
+    assert halved.rescored == 0 and far == plain
+    # which rows go back: those near the decision, by their probabilities (the tiny model's are all
+    # near a third, so the rows are made up here), scored again from their features in float32
+    features = [f for feats, _, _ in halved._plan(premises, hypotheses) for f in feats]
+    assert len(features) == len(premises)  # short pairs: one window each, in order
+    made_up = [[0.05] * 3 for _ in features]
+    for i, row in enumerate(made_up):
+        row[e] = 0.045 if i in (2, 5) else 0.9  # near t = 0.04 (log-distance 0.12) or far from it (3.1)
+    back = halved.rescore_near_decisions(features, made_up, [0.04])
+    assert halved.rescored == 2
+    for i, (got, made, want) in enumerate(zip(back, made_up, exact)):
+        assert got == (pytest.approx(want, abs=1e-6) if i in (2, 5) else made)
+    # the tiny model's labels are near-uniform: every row is near its argmax, and comes back float32
+    argmax = halved(premises, hypotheses, show_progress=False, exact_near=["argmax"])
+    assert halved.rescored == len(plain) and all(got == pytest.approx(want, abs=1e-6) for got, want in zip(argmax, exact))
+
+
+def test_metric_labels_in_bf16_are_the_float32_ones_unless_asked_otherwise(tiny, tiny_nli):
+    import torch
+
+    halved = evaluate.load(NLI, "default", model=tiny_nli, dtype=torch.bfloat16)
+    exact, kept = _run(tiny, decision="paper"), _run(halved, decision="paper")
+    assert [[c["entailed"] for c in ex["checks"]] for ex in kept] == [[c["entailed"] for c in ex["checks"]] for ex in exact]
+    assert [ex["label"] for ex in kept] == [ex["label"] for ex in exact]
+    assert halved.scorer.rescored > 0
+    as_computed = _run(halved, decision="paper", exact_labels=False)
+    assert halved.scorer.rescored == 0 and as_computed != kept
+    assert halved.signature(exact_labels=False).endswith("|dtype:bfloat16|labels:as-computed")
+    assert halved.signature().endswith("|dtype:bfloat16") and "labels:" not in tiny.signature(exact_labels=False)
+    with pytest.raises(ValueError, match="exact_labels must be True or False"):
+        halved.compute(predictions=TEXTS[:1], tables=[TRIPLES], exact_labels="yes")

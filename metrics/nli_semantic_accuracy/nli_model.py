@@ -42,8 +42,16 @@ keeps both on the dict it returns (:class:`LabelProbabilities`), which is how
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
+
+# A model run in bf16 or fp16 moves a label's log-probability a little (at most 0.13 on 3,882
+# WebNLG 2017 pairs and 0.18 on 4,099 E2E pairs with the project's checkpoint, bf16 on a CPU;
+# benchmarks/history/nli_semantic_accuracy.md, session 39). A pair whose top two labels, or whose
+# entailment and a decision's threshold, lie within this margin in log-probability is scored again
+# in float32 (``exact_near``), so that its label is the float32 one.
+EXACT_MARGIN = 0.3
 
 # Tokens of a text the metric reads (far above any data-to-text output: WebNLG
 # and E2E texts have under 100; RotoWire summaries a few hundred). With the
@@ -127,6 +135,8 @@ class NLIScorer:
         self.entailment_index = self.labels.index(ENTAILMENT)
         self.max_length = max_length or self._model_max_length()
         self._onnx = None  # the ONNX Runtime copy, made on first use of backend="onnx"
+        self._exact = None  # the float32 copy that re-scores pairs near a decision (exact_near), loaded on first use
+        self.rescored = 0  # pairs the last call scored again in float32
 
     def _model_max_length(self) -> int:
         limits = [512]
@@ -279,15 +289,47 @@ class NLIScorer:
         logits = torch.from_numpy(self.onnx_classifier()(batch))
         return torch.softmax(logits.float(), dim=-1).tolist()
 
+    def rescore_near_decisions(self, features: Sequence[Dict[str, List[int]]], rows: List[List[float]],
+                               decisions: Sequence, batch_size: int = 32) -> List[List[float]]:
+        """``rows`` with each one near one of ``decisions`` (:func:`near_decision`) replaced by the
+        float32 model's probabilities for its features; :attr:`rescored` counts them."""
+        from d2t_metrics.models import run_batched
+
+        near = [i for i, row in enumerate(rows) if near_decision(row, self.entailment_index, decisions)]
+        self.rescored = len(near)
+        if not near:
+            return rows
+        exact = run_batched([features[i] for i in near], [len(features[i]["input_ids"]) for i in near], self._predict_exact,
+                            batch_size=batch_size, desc="NLI (float32)", show_progress=False)
+        rows = list(rows)
+        for i, row in zip(near, exact):
+            rows[i] = row
+        return rows
+
+    def _predict_exact(self, features: Sequence[Dict[str, List[int]]]) -> List[List[float]]:
+        import torch
+
+        from d2t_metrics.models import load_model
+
+        if self._exact is None:
+            self._exact = load_model(self.name, task="sequence-classification", device=str(self.device), dtype=torch.float32)[1]
+        batch = self.tokenizer.pad(list(features), return_tensors="pt").to(self.device)
+        with torch.inference_mode():
+            logits = self._exact(**batch).logits
+        return torch.softmax(logits.float(), dim=-1).cpu().tolist()
+
     def predict_batch(self, premises: Sequence[str], hypotheses: Sequence[str]) -> List[List[float]]:
         """Label probabilities (in ``self.labels`` order) for one batch of pairs."""
         return self.predict_features(self.tokenize(premises, hypotheses))
 
     def __call__(self, premises: Sequence[str], hypotheses: Sequence[str], batch_size: int = 32, show_progress: bool = True,
-                 backend: str = "torch") -> List["PairProbabilities"]:
+                 backend: str = "torch", exact_near: Optional[Sequence] = None) -> List["PairProbabilities"]:
         """Probabilities for every pair, computed on length-sorted batches, in
         input order; over-long pairs are windowed (module docstring). ``backend="onnx"``:
-        the same batches run by ONNX Runtime on the CPU."""
+        the same batches run by ONNX Runtime on the CPU. ``exact_near``: the decisions the
+        caller makes, ``"argmax"`` or an entailment threshold each; when the model does not run
+        in float32, each window within :data:`EXACT_MARGIN` of one of them is scored again by a
+        float32 copy of the model (:meth:`rescore_near_decisions`)."""
         from d2t_metrics.models import run_batched
 
         if len(premises) != len(hypotheses):
@@ -303,6 +345,9 @@ class NLIScorer:
         predict = self.predict_features_onnx if backend == "onnx" else self.predict_features
         rows = run_batched(features, [len(f["input_ids"]) for f in features], predict,
                            batch_size=batch_size, desc="NLI", show_progress=show_progress)
+        self.rescored = 0
+        if exact_near is not None and backend != "onnx" and self.model.dtype != _float32():
+            rows = self.rescore_near_decisions(features, rows, exact_near, batch_size)
         unique, k = [], 0
         for feats, owners, truncated in plans:
             best = reduce_windows(rows[k : k + len(feats)], owners, self.entailment_index)
@@ -344,6 +389,27 @@ class LabelProbabilities(dict):
 
 # CJK full stops are not followed by a space
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*|\n+")
+
+
+def _float32():
+    import torch
+
+    return torch.float32
+
+
+def near_decision(probs: Sequence[float], entailment_index: int, decisions: Sequence,
+                  margin: float = EXACT_MARGIN) -> bool:
+    """Whether a row of label probabilities lies within ``margin`` (in log-probability) of one of
+    ``decisions``: ``"argmax"`` (its two most likely labels) or an entailment threshold."""
+    logs = [math.log(max(float(p), 1e-45)) for p in probs]
+    for decision in decisions:
+        if decision == "argmax":
+            top = sorted(logs, reverse=True)
+            if len(top) > 1 and top[0] - top[1] < 2 * margin:  # each may move by the margin, the other way
+                return True
+        elif abs(logs[entailment_index] - math.log(max(float(decision), 1e-45))) < margin:
+            return True
+    return False
 
 
 def split_sentences(text: str) -> List[str]:

@@ -10,6 +10,7 @@ from d2t_metrics.checkpoints import checkpoint_fingerprint
 from d2t_metrics.inputs import TABLE
 from d2t_metrics.inputs import TEXT
 from d2t_metrics.inputs import check_batch_size
+from d2t_metrics.inputs import check_flag
 from d2t_metrics.inputs import decode_column
 from d2t_metrics.inputs import plain_table
 from d2t_metrics.learned_verbalizer import LearnedVerbalizer
@@ -112,6 +113,10 @@ Args:
         on the CPU (needs onnxruntime and onnx), 1.8x faster on a 2-core CPU
         with probabilities within ~1e-5 and the same labels; signed
         "backend:onnx".
+    exact_labels (bool): when the model runs in bf16 or fp16 (a GPU's default,
+        or dtype= given), score the checks whose decision is within a margin
+        again in float32, so that every label is the float32 one (default
+        True; False: the labels as computed, signed "labels:as-computed").
 Returns:
     score (float): mean per-example score.
     ok_rate (float): share of examples with neither omission nor hallucination.
@@ -275,6 +280,7 @@ class NLISemanticAccuracy(D2TMetric):
         check_batch_size(options.get("batch_size", 32))
         check_decision(options.get("decision", CALIBRATED), options.get("ok_threshold"))
         check_pooling(options.get("pooling", DEFAULT_POOLING))
+        check_flag(options.get("exact_labels", True), "exact_labels")
         backend = options.get("backend", "torch")
         check_backend(backend, self._device() if backend == "onnx" else None)
 
@@ -322,15 +328,18 @@ class NLISemanticAccuracy(D2TMetric):
                 # ONNX Runtime's arithmetic differs from PyTorch's in the 6th decimal (labels identical in
                 # the benchmarks): named only when used, so the default's signature is unchanged
                 + ("|backend:onnx" if options.get("backend", "torch") == "onnx" else "")
-                # bf16 on a GPU by default, or a dtype given: named only then, as the backend
-                + arithmetic_part(self.device_name, self.dtype))
+                # bf16 on a GPU by default, or a dtype given: named only then, as the backend; its labels are
+                # float32's unless exact_labels=False
+                + arithmetic_part(self.device_name, self.dtype)
+                + ("|labels:as-computed" if arithmetic_part(self.device_name, self.dtype) and options.get("exact_labels") is False
+                   else ""))
 
     def corpus_scores(self, examples):
         """The label shares and mean confidence of the per-example results (shards join by it)."""
         return corpus_summary(examples)
 
     def _compute(self, predictions, tables, per_example=False, batch_size=32, show_progress=True, e2e_ignore_restaurant=False,
-                 decision=CALIBRATED, ok_threshold=None, pooling=DEFAULT_POOLING, backend="torch"):
+                 decision=CALIBRATED, ok_threshold=None, pooling=DEFAULT_POOLING, backend="torch", exact_labels=True):
         # Checked by compute()/add_batch()/add() before evaluate stored them.
         # The model reads what a reader sees: no invisible characters (untrusted.plain_text).
         with stage("templates"):
@@ -348,10 +357,13 @@ class NLISemanticAccuracy(D2TMetric):
             capped = scorer.cap_texts(texts) if hasattr(scorer, "cap_texts") else [(t, False) for t in texts]
             plans = [plan_checks(i, f, text) for i, (f, (text, _)) in enumerate(zip(facts, capped))]
             flat = [c for plan in plans for c in plan]
+            rule, threshold = self.decision_rule(decision, ok_threshold)
+            # a model not run in float32 (bf16 on a GPU): the checks near this decision are scored again
+            # in float32, so that the labels are float32's (nli_model.EXACT_MARGIN)
+            exact_near = (["argmax"] if rule == PAPER else [threshold]) if exact_labels and isinstance(scorer, NLIScorer) else None
             probs = scorer([c.premise for c in flat], [c.hypothesis for c in flat], batch_size=batch_size, show_progress=show_progress,
-                           backend=backend)
+                           backend=backend, **({"exact_near": exact_near} if exact_near is not None else {}))
 
-        rule, threshold = self.decision_rule(decision, ok_threshold)
         if rule != decision and not self._warned_uncalibrated:
             self._warned_uncalibrated = True
             warnings.warn(f"nli_semantic_accuracy: no OK threshold was fitted for model {self.model_name!r} with config "
