@@ -404,3 +404,18 @@ def test_dae_e2e_omissions_per_fact_against_the_slot_error_script():
     record = {"n": 1, "seed": 0, "positives (added or wrong-value slot)": 1, "auc": {"dae": {"value": 0.5, "low": 0.4, "high": 0.6}},
               "seconds": {"dae": 1.0}, "omission_per_fact": {"dae": m}, "command": "c", "date": "d"}
     assert "| dae | 1 / 2 of 3 | 100.0 | 50.0 |" in dae_e2e.render(record)
+
+
+GPU_SCRIPTS = sorted(f for f in os.listdir(os.path.join(ROOT, "benchmarks", "gpu")) if f.endswith(".sh"))
+
+
+@pytest.mark.parametrize("script", GPU_SCRIPTS)
+def test_the_gpu_session_scripts_parse_and_are_in_its_readme(script):
+    """A lent GPU's minutes are too few to find a typo in them (benchmarks/gpu/README.md)."""
+    import subprocess
+
+    path = os.path.join(ROOT, "benchmarks", "gpu", script)
+    checked = subprocess.run(["bash", "-n", path], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+    with open(os.path.join(ROOT, "benchmarks", "gpu", "README.md"), encoding="utf-8") as f:
+        assert script in f.read()
