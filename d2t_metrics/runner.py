@@ -899,20 +899,20 @@ def metric_run(prepared: PreparedMetric, scores: Dict[str, Any], examples: List[
         print(f"d2t-metrics: warning: {prepared.name} gave {n_scores + n_examples} NaN or infinite number(s) "
               f"({n_scores} corpus, {n_examples} per-example); written as null, since JSON has none", file=sys.stderr)
     return MetricRun(name=prepared.name, scores=scores, examples=examples, model=prepared.model,
-                     signature=metric_signature(prepared))
+                     signature=metric_signature(prepared.name, prepared.metric, prepared.kwargs))
 
 
-def metric_signature(prepared: PreparedMetric) -> Optional[str]:
-    """The metric's ``signature(**options)`` for the options it ran with (its model, version and
+def metric_signature(name: str, metric: Any, options: Dict[str, Any]) -> Optional[str]:
+    """``metric.signature(**options)`` for the options it ran with (its model, version and
     arithmetic: two scores are comparable when their signatures agree), or ``None`` when it has
     none; a signature that cannot be made costs a warning, not the scores."""
-    sign = getattr(prepared.metric, "signature", None)
+    sign = getattr(metric, "signature", None)
     if not callable(sign):
         return None
     try:
-        value = sign(**prepared.kwargs)
+        value = sign(**options)
     except Exception as e:  # noqa: BLE001 - the scores stand without it
-        print(f"d2t-metrics: warning: {prepared.name} could not say its signature ({type(e).__name__}: {e})", file=sys.stderr)
+        print(f"d2t-metrics: warning: {name} could not say its signature ({type(e).__name__}: {e})", file=sys.stderr)
         return None
     return str(value) if value else None
 

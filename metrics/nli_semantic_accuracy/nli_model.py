@@ -136,7 +136,7 @@ class NLIScorer:
         self.max_length = max_length or self._model_max_length()
         self._onnx = None  # the ONNX Runtime copy, made on first use of backend="onnx"
         self._exact = None  # the float32 copy that re-scores pairs near a decision (exact_near), loaded on first use
-        self.rescored = 0  # pairs the last call scored again in float32
+        self.rescored = 0  # windows (pairs, when they fit one) the last call scored again in float32
 
     def _model_max_length(self) -> int:
         limits = [512]
@@ -346,7 +346,7 @@ class NLIScorer:
         rows = run_batched(features, [len(f["input_ids"]) for f in features], predict,
                            batch_size=batch_size, desc="NLI", show_progress=show_progress)
         self.rescored = 0
-        if exact_near is not None and backend != "onnx" and self.model.dtype != _float32():
+        if exact_near is not None and backend != "onnx" and str(self.model.dtype) != "torch.float32":
             rows = self.rescore_near_decisions(features, rows, exact_near, batch_size)
         unique, k = [], 0
         for feats, owners, truncated in plans:
@@ -389,12 +389,6 @@ class LabelProbabilities(dict):
 
 # CJK full stops are not followed by a space
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*|\n+")
-
-
-def _float32():
-    import torch
-
-    return torch.float32
 
 
 def near_decision(probs: Sequence[float], entailment_index: int, decisions: Sequence,

@@ -320,6 +320,7 @@ class NLISemanticAccuracy(D2TMetric):
         decision, t = self.decision_rule(options.get("decision", CALIBRATED), options.get("ok_threshold"))
         rule = f"decision:{decision}" + (f"|t:{t:.6g}" if t is not None else "")
         templates = "|templates:custom" if self.custom_templates else ""
+        arithmetic = arithmetic_part(self.device_name, self.dtype)
         if self.learned_verbalizer:
             templates += f"|verbalizer:{self.verbalizer_fingerprint()}"
         return (f"metric:nli_semantic_accuracy|config:{self.config_name}|model:{model}{templates}"
@@ -330,9 +331,7 @@ class NLISemanticAccuracy(D2TMetric):
                 + ("|backend:onnx" if options.get("backend", "torch") == "onnx" else "")
                 # bf16 on a GPU by default, or a dtype given: named only then, as the backend; its labels are
                 # float32's unless exact_labels=False
-                + arithmetic_part(self.device_name, self.dtype)
-                + ("|labels:as-computed" if arithmetic_part(self.device_name, self.dtype) and options.get("exact_labels") is False
-                   else ""))
+                + arithmetic + ("|labels:as-computed" if arithmetic and options.get("exact_labels") is False else ""))
 
     def corpus_scores(self, examples):
         """The label shares and mean confidence of the per-example results (shards join by it)."""

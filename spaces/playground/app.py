@@ -260,7 +260,7 @@ def score_example(table: Any, prediction: str, reference: Optional[str] = None, 
     ``explanation`` (HTML). A bad table raises ``ValueError`` before any metric runs.
     """
     from d2t_metrics import parse_table
-    from d2t_metrics.runner import PreparedMetric, Skip, build_compute_kwargs, corpus_scores, metric_signature
+    from d2t_metrics.runner import Skip, build_compute_kwargs, corpus_scores, metric_signature
 
     parse_table(table)
     if not str(prediction or "").strip():
@@ -295,7 +295,7 @@ def score_example(table: Any, prediction: str, reference: Optional[str] = None, 
         example = result["examples"][0]
         key, label = KNOWN.get(name, {}).get("main", ("score", "score"))
         out.update(status="ok", scores=corpus_scores(result), example=example, main=(label, example.get(key, example.get("score"))),
-                   signature=metric_signature(PreparedMetric(name, loaded.metric, None, None, kwargs)))
+                   signature=metric_signature(name, loaded.metric, kwargs))
         out["explanation"] = _explain(loaded, example, prediction)
     return results
 
