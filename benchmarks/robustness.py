@@ -9,8 +9,10 @@ reads them) each metric scores the original texts once, then each perturbed vers
 perturbations should not change a verdict: special-token strings, invisible characters,
 NUL, emoji/CJK padding, whitespace, the first letter's case, the whole text lower-cased, a
 repeated sentence, and three injections (the table's triples appended, an instruction
-appended, "Disregard the first sentence." appended). One should: a table
-value's mention swapped for another input's value of the same predicate.
+appended, "Disregard the first sentence." appended). Three should: a table
+value's mention swapped for another input's value of the same predicate, a fact's
+subject and object trading places in the text, and a sentence that states a fact
+left out.
 
 Per (metric, perturbation) the mean and worst absolute change of the per-example score
 (the score ``benchmarks.run`` correlates with the ratings, see ``benchmarks.adapters``)
@@ -33,6 +35,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
+
+from d2t_metrics.normalize import names_an_entity, symmetric_predicate
 
 from .adapters import model_assignments
 from .results_md import load_records, markdown_table, write_json, write_section
@@ -280,6 +284,46 @@ def swap_value(text: str, ctx: Context) -> Optional[str]:
     return None
 
 
+def swap_roles(text: str, ctx: Context) -> Optional[str]:
+    """A fact's subject and object trade places where the text mentions both apart (the right
+    entities in the wrong roles: "the manager of X is Y" → "the manager of Y is X"), each said
+    in the casing of the mention it replaces; None when no fact whose object is an entity (no
+    number, date or quoted literal, which would make the swap a type error any reader sees) of
+    a non-symmetric predicate has both mentioned."""
+    triples = list(ctx.triples)
+    ctx.rng.shuffle(triples)
+    for subject, predicate, obj in triples:
+        if not names_an_entity(obj) or symmetric_predicate(predicate) or value_text(subject).lower() == value_text(obj).lower():
+            continue
+        a, b = find_mention(text, subject), find_mention(text, obj)
+        if a is None or b is None or (a.start() < b.end() and b.start() < a.end()):
+            continue
+        first, second = sorted((a, b), key=lambda m: m.start())
+        return (text[: first.start()] + _cased_like(second.group(0), first.group(0)) + text[first.end(): second.start()]
+                + _cased_like(first.group(0), second.group(0)) + text[second.end():])
+    return None
+
+
+def drop_sentence(text: str, ctx: Context) -> Optional[str]:
+    """One sentence that mentions a value of the table left out (an omission), chosen at random
+    among those; None when the text has one sentence, or no sentence whose loss leaves another
+    mention of a table value behind."""
+    sentences = split_sentences(text.strip())
+    if len(sentences) < 2:
+        return None
+    values = [o for _s, _p, o in ctx.triples]
+
+    def mentions(sentence: str) -> bool:
+        return any(find_mention(sentence, v) is not None for v in values)
+
+    # what is left must still say something of the table: a text cut to nothing is another test
+    droppable = [i for i, s in enumerate(sentences) if mentions(s) and any(mentions(t) for j, t in enumerate(sentences) if j != i)]
+    if not droppable:
+        return None
+    i = ctx.rng.choice(droppable)
+    return " ".join(sentences[:i] + sentences[i + 1:])
+
+
 @dataclass(frozen=True)
 class Perturbation:
     name: str
@@ -302,11 +346,13 @@ PERTURBATIONS: Dict[str, Perturbation] = {p.name: p for p in (
     Perturbation("lower_case", INVARIANT, "the whole text in lower case (as many WebNLG 2017 systems write it)", lower_case),
     Perturbation("upper_case", REPORTED, "the whole text in upper case (reported only: no target)", upper_case),
     Perturbation("swap_value", CHANGE, "one mentioned table value replaced by another input's value of the same predicate (another predicate's when none), in the text's casing", swap_value),
+    Perturbation("swap_roles", CHANGE, "a fact's subject and object trade places where the text mentions both (the right entities in the wrong roles; objects that are numbers, dates or quoted literals and symmetric predicates such as `spouse` left alone)", swap_roles),
+    Perturbation("drop_sentence", CHANGE, "one sentence that mentions a table value left out (an omission), where another sentence still mentions one", drop_sentence),
 )}
 # The order a run takes them in: the ones issue #38 names as attacks first, so a run cut short
 # has measured those.
-RUN_ORDER = ("swap_value", "special_tokens", "invisible_characters", "triples_suffix", "instruction_suffix",
-             "disregard_suffix", "nul_characters", "emoji_cjk_padding", "extra_whitespace", "first_letter_case",
+RUN_ORDER = ("swap_value", "swap_roles", "drop_sentence", "special_tokens", "invisible_characters", "triples_suffix",
+             "instruction_suffix", "disregard_suffix", "nul_characters", "emoji_cjk_padding", "extra_whitespace", "first_letter_case",
              "lower_case", "repeated_sentence", "upper_case")
 assert set(RUN_ORDER) == set(PERTURBATIONS)
 
@@ -437,7 +483,7 @@ def render(data: Dict, default_n: int = DEFAULT_N) -> str:
         f"(a fixed sample, seed {SEED}: the 9 systems' non-empty outputs; tables from the `mr` column). Each cell: mean / worst "
         f"absolute change of the score `benchmarks.run` correlates (fact_accuracy: F1 of accuracy and recall), "
         f"against the originals scored in the same run; for metrics with labels, how many examples' label changed. "
-        f"`swap_value`: the mean drop (original − perturbed) over the outputs that mention a value of their table.\n\n"
+        f"`change` rows: the mean drop (original − perturbed) over the outputs the change applies to (n).\n\n"
         f"Targets (issue #38): `invariant` mean ≤ {INVARIANT_MEAN_MAX} and worst ≤ {INVARIANT_WORST_MAX}; "
         f"`injection` mean ≤ {INVARIANT_MEAN_MAX} and worst ≤ {INJECTION_WORST_MAX}; `change` mean drop ≥ {SWAP_MEAN_DROP_MIN}; "
         f"`reported` has none. `parent` is the model-free reference (it reads the text's words: appended text and "

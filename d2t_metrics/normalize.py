@@ -24,6 +24,23 @@ def normalize_entity(text: str) -> str:
     return text
 
 
+# Predicates whose subject and object may trade places without changing the fact (``spouse``,
+# ``relatedMeanOfTransportation``, ``neighboringMunicipality``): a swap of their roles is no error.
+_SYMMETRIC_PREDICATE = re.compile(r"spouse|partner|related|associated|sister|neighbo|twin|sibling|ally|rival", re.IGNORECASE)
+
+
+def symmetric_predicate(predicate: str) -> bool:
+    """Whether ``predicate`` reads the same with subject and object swapped (a name list, not a rule)."""
+    return bool(_SYMMETRIC_PREDICATE.search(predicate))
+
+
+def names_an_entity(value: str) -> bool:
+    """Whether a table value names something rather than stating a literal: not quoted, and
+    beginning with a letter (``Levan_Khomeriki``, not ``1988``, ``2006-12-31`` or ``"solo_singer"``)."""
+    value = value.strip()
+    return not value.startswith('"') and bool(re.match(r"[^\W\d_]", normalize_entity(value)))
+
+
 def split_camel_case(text: str) -> str:
     """``birthPlace`` → ``birth Place``; ``ICAO_Location_Identifier`` → ``ICAO Location Identifier``."""
     text = text.replace("_", " ")

@@ -206,6 +206,26 @@ def test_d2t_swap_and_number_mark_exactly_the_changed_arcs(nlp):
     assert swap_value("Bean flew to the Moon.", table, pools, random.Random(0)) is None  # nothing of the table mentioned
 
 
+def test_d2t_role_swap_marks_the_arcs_of_the_two_moved_mentions(nlp):
+    from d2t_metrics.tables import parse_table
+    from training.dae.make_d2t_data import swap_roles, table_source
+
+    table = parse_table(["FC_Dinamo_Batumi | manager | Levan_Khomeriki", "Levan_Khomeriki | birthYear | 1971"])
+    source = table_source(table)
+    ref = "The manager of FC Dinamo Batumi is Levan Khomeriki, born in 1971."
+    text, changed = swap_roles(ref, table)
+    assert text == "The manager of Levan Khomeriki is FC Dinamo Batumi, born in 1971."
+    assert [text[a:b] for a, b in changed] == ["Levan Khomeriki", "FC Dinamo Batumi"]
+    labels = _labels(_d2t_example(nlp, source, text, changed))
+    wrong = {k for k, y in labels.items() if y == 0}
+    assert wrong and all(any(w in " ".join(k) for w in ("Khomeriki", "Batumi", "Levan", "FC", "Dinamo")) for k in wrong), labels
+    assert all(y == 1 for k, y in labels.items() if "1971" in k[2])  # the untouched fact's arc stays entailed
+    # literals, symmetric predicates and a lone mention give no swap
+    assert swap_roles("Levan Khomeriki was born in 1971.", parse_table(["Levan_Khomeriki | birthYear | 1971"])) is None
+    assert swap_roles("Ann Lee married Bob Lee.", parse_table(["Ann_Lee | spouse | Bob_Lee"])) is None
+    assert swap_roles("He manages FC Dinamo Batumi.", table) is None
+
+
 def test_d2t_append_and_drop(nlp):
     import random
 

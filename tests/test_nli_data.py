@@ -1,6 +1,7 @@
 """Training-data builders of the NLI model (training/nli_semantic_accuracy/nli_data.py)."""
 
 import random
+import re
 
 import pytest
 
@@ -102,3 +103,33 @@ def test_subsample_caps_a_source_before_sampling_the_rest():
     counts = {s: sum(p.source.split(":")[0] == s for p in out) for s in ("sick", "e2e", "webnlg3")}
     assert counts == {"sick": 3, "e2e": 10, "webnlg3": 50}  # a cap above a source's size keeps it whole
     assert len({p.source for p in out if p.source.startswith("e2e")}) == 10  # sampled without repeats
+
+
+def _webnlg_records():
+    return [
+        ((Triple("FC_Dinamo_Batumi", "manager", "Levan_Khomeriki"), Triple("Aleksandre_Guruli", "club", "FC_Dinamo_Batumi")),
+         ["The manager of FC Dinamo Batumi is Levan Khomeriki. Aleksandre Guruli plays for FC Dinamo Batumi."]),
+        ((Triple("Ann_Lee", "spouse", "Bob_Lee"),), ["Ann Lee is married to Bob Lee."]),
+    ]
+
+
+def test_role_swaps_add_the_swapped_text_as_a_negative_in_both_directions_and_change_nothing_else():
+    records = _webnlg_records()
+
+    def pairs(role_swaps):
+        builder = SyntheticBuilder(records, backoff, random.Random(3), "webnlg", role_swaps=role_swaps)
+        return [p for _ in range(10) for facts, texts in records for p in builder.pairs_for(facts, texts[0])]
+
+    plain, with_swaps = pairs(False), pairs(True)
+    added = [p for p in with_swaps if "roles_swapped" in p.source]
+    # the same random draws: the other pairs are those built without the option, in order
+    assert [p for p in with_swaps if "roles_swapped" not in p.source] == plain
+    assert not any("roles_swapped" in p.source for p in plain)
+    kinds = {p.source: p.label for p in added}
+    assert kinds == {"webnlg:text_roles_swapped_vs_fact": NEUTRAL, "webnlg:text_roles_swapped": CONTRADICTION}
+    for p in added:
+        swapped = p.premise if p.source.endswith("vs_fact") else p.hypothesis
+        original = records[0][1][0]
+        assert swapped != original and sorted(re.findall(r"\w+", swapped)) == sorted(re.findall(r"\w+", original))  # two names moved
+    # a symmetric predicate's swap says the same: no negative from it
+    assert not any("Ann Lee" in p.premise + p.hypothesis for p in added)

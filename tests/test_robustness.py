@@ -142,6 +142,34 @@ def test_swap_value_takes_another_predicates_value_when_the_predicate_has_no_oth
     assert rb.swap_value("Born in Wheeler, Texas.", ctx(triples=TRIPLES[:1], pool=pool)) == "Born in Engineer."
 
 
+def test_swap_roles_trades_a_facts_subject_and_object_in_the_casing_of_each_place():
+    triples = [["FC_Dinamo_Batumi", "manager", "Levan_Khomeriki"]]
+    assert rb.swap_roles("The manager of FC Dinamo Batumi is Levan Khomeriki.", ctx(triples=triples)) == \
+        "The manager of Levan Khomeriki is FC Dinamo Batumi."
+    # a lower-case text's mention gets the other in lower case; the rest are said as written
+    assert rb.swap_roles("levan khomeriki manages FC Dinamo Batumi.", ctx(triples=triples)) == \
+        "fc dinamo batumi manages levan khomeriki."
+
+
+def test_swap_roles_leaves_literals_symmetric_predicates_and_lone_mentions_alone():
+    assert rb.swap_roles("The tower was completed in 1988.", ctx(triples=[["Tower", "completionDate", "1988"]])) is None
+    assert rb.swap_roles('Tower is called "Big One".', ctx(triples=[["Tower", "nickname", '"Big One"']])) is None
+    assert rb.swap_roles("Ann is the spouse of Bob.", ctx(triples=[["Ann", "spouse", "Bob"]])) is None
+    assert rb.swap_roles("He was born in Wheeler, Texas.", ctx()) is None  # the subject is not mentioned by name
+    # the other fact of the table, whose subject and object are both mentioned, is the one swapped
+    out = rb.swap_roles("Ann, the spouse of Bob, was born in Boston.", ctx(triples=[["Ann", "spouse", "Bob"], ["Ann", "birthPlace", "Boston"]]))
+    assert out == "Boston, the spouse of Bob, was born in Ann."
+
+
+def test_drop_sentence_leaves_out_one_sentence_that_states_a_value_and_keeps_another():
+    out = rb.drop_sentence(TEXT, ctx())
+    assert out in ("Alan Bean was born in Wheeler, Texas.", "He worked as a test pilot.")
+    assert {rb.drop_sentence(TEXT, ctx(seed)) for seed in range(20)} == {"Alan Bean was born in Wheeler, Texas.", "He worked as a test pilot."}
+    # a sentence that states nothing of the table stays; one sentence, or one mention in all, does not apply
+    assert rb.drop_sentence("Alan Bean was born in Wheeler, Texas. He liked it.", ctx()) is None
+    assert rb.drop_sentence("Alan Bean was born in Wheeler, Texas.", ctx()) is None
+
+
 def test_swap_value_does_not_apply_without_a_mention_or_replacement():
     assert rb.swap_value("An astronaut flew to the moon.", ctx()) is None
     assert rb.swap_value("Born in Wheeler, Texas.", ctx(triples=TRIPLES[:1], pool={"birthPlace": ["Wheeler,_Texas"]})) is None

@@ -19,6 +19,9 @@ sentence per fact), so the model learns to read what it will read when
 * ``d2t-drop``: the reference against the table without one of the facts whose
   value it mentions (the reference now adds a fact); the arcs touching that
   value not entailed.
+* ``d2t-roles`` (``--role-swaps``, besides the corruption above): a fact's subject
+  and object trading places in the reference ("the manager of X is Y" → "the
+  manager of Y is X"); the arcs touching the two moved mentions not entailed.
 
 An arc "touches" a changed word when its head or its child token overlaps the
 changed characters (:func:`label_arcs`). WebNLG 2017 dev is built the same way
@@ -44,7 +47,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from d2t_metrics.datasets import load_e2e_csv
 from d2t_metrics.datasets import load_webnlg_xml
 from d2t_metrics.datasets import shared_dir
+from d2t_metrics.normalize import names_an_entity
 from d2t_metrics.normalize import normalize_entity
+from d2t_metrics.normalize import symmetric_predicate
 from metrics.dae.arcs import arc_keys, doc_arcs, load_spacy
 
 Span = Tuple[int, int]  # character offsets [start, end) in the hypothesis
@@ -125,6 +130,26 @@ def alter_number(text: str, source: str, rng: random.Random) -> Optional[Tuple[s
             new = str(value + delta)
     out, changed = replace_span(text, (m.start(), m.end()), new)
     return out, [changed]
+
+
+def swap_roles(text: str, table) -> Optional[Tuple[str, List[Span]]]:
+    """The first fact (in table order) whose subject and object the text mentions apart, the two
+    mentions exchanged: ``(new text, [both new spans])``. Objects that are numbers, dates or quoted
+    literals and symmetric predicates are skipped (no rng: the other corruptions' draws stay as they were)."""
+    for t in table.to_triples():
+        subject, obj = value_surface(t.subject), value_surface(t.object)
+        if (symmetric_predicate(t.predicate) or not names_an_entity(t.object)
+                or subject.lower() in obj.lower() or obj.lower() in subject.lower()):
+            continue
+        a, b = find_mention(text, subject), find_mention(text, obj)
+        if not a or not b or (a[0] < b[1] and b[0] < a[1]):
+            continue
+        first, second = sorted((a, b))
+        said_first, said_second = text[second[0]: second[1]], text[first[0]: first[1]]
+        out = text[: first[0]] + said_first + text[first[1]: second[0]] + said_second + text[second[1]:]
+        shift = len(said_first) - (first[1] - first[0])
+        return out, [(first[0], first[0] + len(said_first)), (second[0] + shift, second[0] + shift + len(said_second))]
+    return None
 
 
 def append_fact(text: str, sentence: str) -> Tuple[str, List[Span]]:
@@ -211,8 +236,9 @@ def single_fact_sentences(entries) -> Tuple[Dict[str, List[Tuple[tuple, str]]], 
 
 
 def build(entries, domain: str, nlp, rng: random.Random, refs_per_entry: int, pools, facts,
-          split: str, counts: Counter, append_any_subject: bool = True) -> List[dict]:
-    """Examples of ``entries``: per sampled reference, itself and one corruption."""
+          split: str, counts: Counter, append_any_subject: bool = True, role_swaps: bool = False) -> List[dict]:
+    """Examples of ``entries``: per sampled reference, itself and one corruption (and its role swap,
+    with ``role_swaps``)."""
     by_subject, every = facts
     jobs = []  # (source, hypothesis, changed spans, kind, group)
     for ei, e in enumerate(entries):
@@ -249,6 +275,9 @@ def build(entries, domain: str, nlp, rng: random.Random, refs_per_entry: int, po
                 if out:
                     jobs.append((src, out[0], out[1], "d2t-" + op, group))
                     break
+            swapped = swap_roles(ref, e.table) if role_swaps else None
+            if swapped:
+                jobs.append((source, swapped[0], swapped[1], "d2t-roles", group))
     sources = list(dict.fromkeys(j[0] for j in jobs))
     source_keys = {s: arc_keys(doc_arcs(d)) for s, d in zip(sources, nlp.pipe(sources, batch_size=256))}
     docs = nlp.pipe([j[1] for j in jobs], batch_size=256)
@@ -278,6 +307,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--dev-entries", type=int, default=872, help="WebNLG 2017 dev entries in the dev split")
     ap.add_argument("--spacy-model", default=None)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--role-swaps", action="store_true",
+                    help="also train on each reference with a fact's subject and object swapped (d2t-roles; the dev split stays without)")
     args = ap.parse_args(argv)
 
     from d2t_metrics.extract_templates import input_key
@@ -321,13 +352,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         def __init__(self, ex):
             self.table, self.lexicalizations = ex.table, ex.references
 
-    train = build(train_entries, "webnlg", nlp, rng, args.refs_per_entry, pools, facts, "train", stats)
+    train = build(train_entries, "webnlg", nlp, rng, args.refs_per_entry, pools, facts, "train", stats, role_swaps=args.role_swaps)
     log(f"webnlg 2017 train: {len(train)}")
     if v3_entries:
-        train += build(v3_entries, "webnlg3", nlp, rng, args.refs_per_entry, pools, facts, "train", stats)
+        train += build(v3_entries, "webnlg3", nlp, rng, args.refs_per_entry, pools, facts, "train", stats, role_swaps=args.role_swaps)
         log(f"+ webnlg 3.0 train: {len(train)}")
     e2e_pools = value_pools([_E2E(x) for x in e2e])
-    train += build([_E2E(x) for x in e2e], "e2e", nlp, rng, 3, e2e_pools, ({}, []), "train", stats)
+    train += build([_E2E(x) for x in e2e], "e2e", nlp, rng, 3, e2e_pools, ({}, []), "train", stats, role_swaps=args.role_swaps)
     log(f"+ e2e dev: {len(train)}")
     dev_rng = random.Random(args.seed + 1)
     dev_entries = list(dev17)

@@ -50,6 +50,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 from d2t_metrics.datasets import load_e2e_csv
 from d2t_metrics.datasets import load_webnlg_xml
 from d2t_metrics.normalize import normalize_entity
+from d2t_metrics.normalize import symmetric_predicate
 from d2t_metrics.tables import Triple
 from d2t_metrics.verbalize import Verbalizer
 
@@ -215,8 +216,13 @@ class SyntheticBuilder:
         name: str,
         same_value: Optional[Callable[[str, str, str], bool]] = None,
         facts_per_text: int = 2,
+        role_swaps: bool = False,
     ):
         self.records = records
+        # Stage 5: every text whose fact's subject and object can trade places gives that swap as a
+        # negative in both directions, besides the sampled negatives. Drawn without the shared random
+        # generator, so the other pairs, and the held-out ones built after, stay those of stages 1-4.
+        self.role_swaps = role_swaps
         self.same_value = same_value
         self.facts_per_text = facts_per_text  # own facts entailed per text; 0 = all
         self.verbalize = verbalize
@@ -282,8 +288,17 @@ class SyntheticBuilder:
 
         # Omission direction: the text entails its facts.
         n_facts = len(facts) if self.facts_per_text <= 0 else min(self.facts_per_text, len(facts))
+        entailed = []
         for t in rng.sample(facts, n_facts):
-            add(text, v(t), ENTAILMENT, "fact_entailed")
+            entailed.append((t, v(t)))
+            add(text, entailed[-1][1], ENTAILMENT, "fact_entailed")
+        if self.role_swaps:
+            # the right entities in the wrong roles ("the manager of X is Y" for Y manages X) state no fact of X and Y
+            for t, sentence in entailed:
+                roles = None if symmetric_predicate(t.predicate) else _swap_mentions(text, normalize_entity(t.subject), normalize_entity(t.object))
+                if roles:
+                    add(roles, sentence, NEUTRAL, "text_roles_swapped_vs_fact")
+                    break
         # ... and not others.
         negatives = []
         subsets = self.subsets_with_texts(facts)
@@ -314,7 +329,8 @@ class SyntheticBuilder:
         # Hallucination direction: the facts entail the text.
         order = list(facts)
         rng.shuffle(order)
-        add(self.join(order), text, ENTAILMENT, "text_entailed")
+        all_facts = self.join(order)
+        add(all_facts, text, ENTAILMENT, "text_entailed")
         # Facts the text does not mention don't make it unsupported: that is
         # the omission check's business, not the hallucination check's.
         # (E2E texts call any venue without an eatType "a restaurant", so an added eatType could contradict.)
@@ -344,6 +360,8 @@ class SyntheticBuilder:
             s = _swap_mentions(text, normalize_entity(f.subject), normalize_entity(f.object))
             if s:
                 negatives.append((self.join(order), s, CONTRADICTION, "text_mentions_swapped"))
+                if self.role_swaps and not symmetric_predicate(f.predicate):
+                    add(all_facts, s, CONTRADICTION, "text_roles_swapped")
                 break
         for n in rng.sample(negatives, min(2, len(negatives))):
             add(*n)
@@ -454,9 +472,13 @@ def build_pairs(
     e2e_texts_per_record: int = 3,
     e2e_facts_per_text: int = 2,
     extra_webnlg: Sequence = (),
+    role_swaps: bool = False,
 ):
     """``(train_pairs, dev_pairs)``; dev holds out whole WebNLG entries / E2E MRs,
     plus SICK TEST and RTE test sets.
+
+    ``role_swaps``: the training pairs also hold each text's subject-object swap as a negative in
+    both directions (:class:`SyntheticBuilder`); the held-out pairs stay as without it.
 
     ``extra_webnlg``: entries of a further WebNLG release (already without WebNLG 2017's test and
     dev inputs, :func:`training.webnlg_extra.extra_entries`), built as their own source
@@ -482,7 +504,7 @@ def build_pairs(
     for k, (name, records, n_texts, same_value, n_facts) in enumerate(settings):
         # A split of its own seed, so the held-out entries don't move when the pairs change.
         tr, dv = split_records(records, dev_share, random.Random(seed + 1000 * (k + 1)))
-        train.extend(SyntheticBuilder(tr, verbalize, rng, name, same_value, n_facts).build(n_texts))
+        train.extend(SyntheticBuilder(tr, verbalize, rng, name, same_value, n_facts, role_swaps=role_swaps).build(n_texts))
         dev.extend(SyntheticBuilder(dv, verbalize, rng, name, same_value).build(1))
 
     nli = os.path.join(shared, "data", "nli")

@@ -211,6 +211,8 @@ def main(argv=None):
                     help="a WebNLG XML folder whose inputs no --extra-data entry may have (repeatable; default: WebNLG 2017 test and dev)")
     ap.add_argument("--source-cap", action="append", default=[], metavar="SOURCE=N",
                     help="sample a source (webnlg, webnlg3, e2e, sick, rte) down to at most N pairs before --max-pairs (repeatable)")
+    ap.add_argument("--role-swaps", action="store_true",
+                    help="add each training text's subject-object swap as a negative in both directions (stage 5)")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (smoke runs)")
     ap.add_argument("--dev-scores", default=None, help="also write the dev scores as JSON to this file")
     ap.add_argument("--max-dev", type=int, default=0, help="score at most this many dev pairs (0 = all)")
@@ -246,7 +248,7 @@ def main(argv=None):
         extra, extra_counts = extra_entries(main_entries, args.extra_data, exclude)
         print(f"extra WebNLG entries: {extra_counts}", flush=True)
     train, dev = build_pairs(shared, seed=args.seed, e2e_texts_per_record=args.e2e_texts, e2e_facts_per_text=args.e2e_facts,
-                             extra_webnlg=extra)
+                             extra_webnlg=extra, role_swaps=args.role_swaps)
     train = subsample(train, args.max_pairs, rng, keep_sources=tuple(x for x in args.keep_sources.split(",") if x),
                       source_caps=source_caps)
     by_source = Counter(p.source.split(":")[0] for p in train)
