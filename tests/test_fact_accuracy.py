@@ -518,6 +518,23 @@ def test_facts_are_grounded_in_their_window_with_the_sentence_as_evidence():
     assert ex.ground_fact(Fact("Marie Curie", "birthPlace", "Warsaw"), plan, 0, matcher)[0] is None  # not in window 0
 
 
+def test_the_evidence_is_the_sentence_that_states_the_fact_not_the_objects_first_mention():
+    text = "The manager of FC Dinamo Batumi is Levan Khomeriki. Aleksandre Guruli plays for FC Dinamo Batumi. He is 20."
+    plan = ex.plan_reading(text)
+    matcher = Matcher(DEFAULT_FUZZY_THRESHOLD)
+    club, _ = ex.ground_fact(Fact("Aleksandre Guruli", "club", "FC Dinamo Batumi"), plan, 1, matcher)
+    assert club.evidence == text[club.start:club.end] == "Aleksandre Guruli plays for FC Dinamo Batumi."
+    manager, _ = ex.ground_fact(Fact("FC Dinamo Batumi", "manager", "Levan Khomeriki"), plan, 1, matcher)
+    assert manager.evidence == "The manager of FC Dinamo Batumi is Levan Khomeriki."
+    # a pronoun's fact: the subject is named in the sentence before, the window's last sentence states it
+    age, _ = ex.ground_fact(Fact("Aleksandre Guruli", "age", "20"), plan, 2, matcher)
+    assert age.evidence == "He is 20."
+    # a name that only resembles the object ("C-130" for "AC-130") does not make a sentence state the fact
+    text = "Lockheed C-130 Hercules is a transport aircraft in the United States. They deploy Lockheed AC-130."
+    aircraft, _ = ex.ground_fact(Fact("United States", "attackAircraft", "Lockheed AC-130"), ex.plan_reading(text), 1, matcher)
+    assert aircraft.evidence == "They deploy Lockheed AC-130."
+
+
 def _numbered(n, sentence="Alan Bean was born in Wheeler, Texas and worked as a test pilot for {} years."):
     """``n`` sentences that differ in their number, joined by spaces (a sentence said again is no
     claim: every metric leaves repeats out, which would leave one sentence of a repeated one)."""

@@ -233,17 +233,38 @@ def plan_reading(text: str, values: Sequence[str] = (), relations: Sequence[str]
     return ReadingPlan(blanked, offsets, units, windows_, ranges, [i for i in ignored if i], truncated)
 
 
+def evidence_unit(fact: Fact, plan: ReadingPlan, window: int, obj: Tuple[int, int], matcher: Matcher) -> Tuple[int, int]:
+    """The sentence of ``window`` that states ``fact``: one that names both its subject and its
+    object without fuzzy matching; else the last one that names its object (a window reads its
+    last sentence, the one before only resolving "He" or "It"); else the sentence where the
+    window's first mention of the object begins. (The object's first mention alone would credit
+    "Aleksandre Guruli plays for FC Dinamo Batumi." to the sentence before it that names the club;
+    a fuzzy match would credit "Lockheed AC-130" to a sentence about the "Lockheed C-130".)"""
+    lo, hi = plan.window_ranges[window]
+    units = [u for u in plan.units if lo <= u[0] and u[1] <= hi]
+
+    def names(value: str, unit: Tuple[int, int], by: Matcher) -> bool:
+        return find_value(value, plan.text, words_of(plan.text, unit[0], unit[1]), by) is not None
+
+    exact = Matcher(None)
+    both = [u for u in units if names(fact.object, u, exact) and names(fact.subject, u, exact)]
+    with_object = [u for u in units if names(fact.object, u, matcher)]
+    if both or with_object:
+        return (both or with_object[::-1])[0]
+    return next(u for u in plan.units if u[0] <= obj[0] < u[1] or obj[0] < u[0]) if plan.units else obj
+
+
 def ground_fact(fact: Fact, plan: ReadingPlan, window: int, matcher: Matcher) -> Tuple[Optional[Fact], str]:
     """``fact`` (read from ``plan``'s window ``window``) with its evidence: the sentence that
-    states its object, as written in the given text, with its offsets there; or ``(None,
-    what)`` when its subject or object is not written in the window (``what`` says which)."""
+    states it (:func:`evidence_unit`), as written in the given text, with its offsets there; or
+    ``(None, what)`` when its subject or object is not written in the window (``what`` says which)."""
     lo, hi = plan.window_ranges[window]
     words = words_of(plan.text, lo, hi)
     subject = find_value(fact.subject, plan.text, words, matcher)
     obj = find_value(fact.object, plan.text, words, matcher)
     if subject is None or obj is None:
         return None, " and ".join(n for n, span in (("subject", subject), ("object", obj)) if span is None)
-    unit = next(u for u in plan.units if u[0] <= obj[0] < u[1] or obj[0] < u[0]) if plan.units else (obj[0], obj[1])
+    unit = evidence_unit(fact, plan, window, obj, matcher)
     start, end = plan.offsets[unit[0]], plan.offsets[unit[1] - 1] + 1
     return fact._replace(evidence=_SPACES.sub(" ", plan.text[unit[0]:unit[1]]).strip(), start=start, end=end), ""
 
