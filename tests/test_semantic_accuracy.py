@@ -180,22 +180,6 @@ def test_each_components_evidence_lands_on_its_fact():
     assert fact_verdicts([BORN], only_two)[0]["verdict"] == "unsure"
 
 
-def test_a_fact_stated_with_subject_and_object_swapped_is_called_swapped_whatever_the_votes():
-    from metrics.semantic_accuracy.evidence import fact_verdicts
-
-    manager, club = "FC_Dinamo_Batumi | manager | Levan_Khomeriki", "Ann_Lee | spouse | Bob_Lee"
-    swapped = {"subject": "Levan Khomeriki", "relation": "manager", "object": "FC Dinamo Batumi", "evidence": "The manager of Levan ..."}
-    fa = {"supported": [], "contradicted": [], "unverifiable": [swapped, {"subject": "Bob Lee", "relation": "spouse", "object": "Ann Lee"}],
-          "missing": [{"subject": s, "relation": r, "object": o} for s, r, o in (f.split(" | ") for f in (manager, club))]}
-    nli = {"checks": [{"type": "omission", "fact": f, "hypothesis": f, "probabilities": {"entailment": 0.9}, "entailed": True}
-                      for f in (manager, club)]}
-    got = fact_verdicts([manager, club], {"nli_semantic_accuracy": nli, "fact_accuracy": fa})
-    # NLI reads past the swap (it votes "stated"); the extracted triple settles it
-    assert got[0]["verdict"] == "swapped" and got[0]["fact_accuracy"] == {"status": "swapped", "text_fact": swapped}
-    # a symmetric predicate's swap states the same fact: no "swapped" verdict
-    assert got[1]["fact_accuracy"]["status"] == "missing" and got[1]["verdict"] == "unsure"
-
-
 # ---------------------------------------------------------------- inputs and options
 
 

@@ -26,7 +26,7 @@ EXAMPLES = [
 EXAMPLE_LABELS = ["WebNLG triples, faithful text", "WebNLG triples, wrong value and an omission", "E2E MR, wrong area"]
 
 _COLOURS = {"OK": "#2e7d32", "omission": "#e65100", "hallucination": "#c62828", "omission+hallucination": "#6a1b9a"}
-_VERDICT_COLOURS = {"stated": "#c8e6c9", "omitted": "#ffe0b2", "contradicted": "#ffcdd2", "swapped": "#ffcdd2", "unsure": "#eeeeee"}
+_VERDICT_COLOURS = {"stated": "#c8e6c9", "omitted": "#ffe0b2", "contradicted": "#ffcdd2", "unsure": "#eeeeee"}
 
 
 def _cell(value) -> str:

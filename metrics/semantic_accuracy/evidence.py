@@ -11,10 +11,8 @@ component's evidence is put on the fact it is about:
 * fact_accuracy: ``found`` unless the fact is among its ``missing`` ground-truth
   facts, with the text's fact that states it (same subject, relation and object);
   a missing fact is ``contradicted`` when a text fact has its subject and relation
-  and expects its object, ``swapped`` when a text fact has its relation with its
-  subject and object exchanged (a symmetric predicate's swap is no error), else
-  ``missing``. Text facts carry their evidence sentence and span when the extractor
-  gave them;
+  and expects its object, else ``missing``. Text facts carry their evidence
+  sentence and span when the extractor gave them;
 * dae: the arcs of the fact's sentence checked against the text (their pooled
   ``score`` and ``covered``). Shown, not voted: its per-fact verdict has not
   been measured against per-fact labels.
@@ -22,8 +20,6 @@ component's evidence is put on the fact it is about:
 
 import unicodedata
 from typing import Dict, List, Mapping, Optional, Sequence
-
-from d2t_metrics.normalize import symmetric_predicate
 
 # data_questeval's threshold for an answer the text gives (its EXPLAIN_THRESHOLD)
 ANSWERED = 0.5
@@ -84,14 +80,7 @@ def fact_accuracy_evidence(fa: Optional[Mapping], fact: str) -> Optional[Dict]:
     # another extracted object for it, which is more often an extraction slip ("894 metres above sea level").
     if stated or not missing:
         return {"status": "found", "text_fact": stated, **({"also_extracted": against} if against else {})}
-    if against:
-        return {"status": "contradicted", "text_fact": against}
-    # The right entities in the wrong roles ("the manager of Y is X"): NLI and the QA read past them
-    # (benchmarks.robustness swap_roles), the extracted triple does not.
-    swapped = None if symmetric_predicate(split_fact(fact)[1]) else next(
-        (f for f in (fa.get("unverifiable") or []) + (fa.get("contradicted") or [])
-         if _fact_key(f.get("subject", ""), f.get("relation", ""), f.get("object", "")) == (o, r, s)), None)
-    return {"status": "swapped" if swapped else "missing", "text_fact": swapped}
+    return {"status": "contradicted" if against else "missing", "text_fact": against}
 
 
 def dae_evidence(dae: Optional[Mapping], fact: str) -> Optional[Dict]:
@@ -106,12 +95,11 @@ def dae_evidence(dae: Optional[Mapping], fact: str) -> Optional[Dict]:
 
 
 def verdict(nli: Optional[Dict], qa: Optional[Dict], fa: Optional[Dict]) -> str:
-    """``contradicted`` when fact_accuracy finds the text stating another object, ``swapped`` when
-    it finds the fact with subject and object exchanged (which NLI and the QA do not see); else
-    the majority of the components' votes (NLI entailed, QA answered, fact_accuracy found):
+    """``contradicted`` when fact_accuracy finds the text stating another object; else the
+    majority of the components' votes (NLI entailed, QA answered, fact_accuracy found):
     ``stated``, ``omitted``, or ``unsure`` on a tie or without votes."""
-    if fa and fa["status"] in ("contradicted", "swapped"):
-        return fa["status"]
+    if fa and fa["status"] == "contradicted":
+        return "contradicted"
     votes = []
     if nli is not None:
         votes.append(nli["entailed"])
