@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
-from d2t_metrics.normalize import names_an_entity, symmetric_predicate
+from d2t_metrics.normalize import exchange_spans, names_an_entity, symmetric_predicate
 
 from .adapters import model_assignments
 from .results_md import load_records, markdown_table, write_json, write_section
@@ -296,11 +296,9 @@ def swap_roles(text: str, ctx: Context) -> Optional[str]:
         if not names_an_entity(obj) or symmetric_predicate(predicate) or value_text(subject).lower() == value_text(obj).lower():
             continue
         a, b = find_mention(text, subject), find_mention(text, obj)
-        if a is None or b is None or (a.start() < b.end() and b.start() < a.end()):
-            continue
-        first, second = sorted((a, b), key=lambda m: m.start())
-        return (text[: first.start()] + _cased_like(second.group(0), first.group(0)) + text[first.end(): second.start()]
-                + _cased_like(first.group(0), second.group(0)) + text[second.end():])
+        swapped = exchange_spans(text, a.span(), b.span(), say=_cased_like) if a and b else None
+        if swapped:
+            return swapped[0]
     return None
 
 
@@ -312,13 +310,9 @@ def drop_sentence(text: str, ctx: Context) -> Optional[str]:
     if len(sentences) < 2:
         return None
     values = [o for _s, _p, o in ctx.triples]
-
-    def mentions(sentence: str) -> bool:
-        return any(find_mention(sentence, v) is not None for v in values)
-
+    droppable = [i for i, s in enumerate(sentences) if any(find_mention(s, v) is not None for v in values)]
     # what is left must still say something of the table: a text cut to nothing is another test
-    droppable = [i for i, s in enumerate(sentences) if mentions(s) and any(mentions(t) for j, t in enumerate(sentences) if j != i)]
-    if not droppable:
+    if len(droppable) < 2:
         return None
     i = ctx.rng.choice(droppable)
     return " ".join(sentences[:i] + sentences[i + 1:])

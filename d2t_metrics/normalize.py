@@ -7,7 +7,7 @@ are stripped, and unicode is kept intact (``São_Paulo`` → ``São Paulo``).
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Tuple
 
 _CAMEL_1 = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _CAMEL_2 = re.compile(r"(?<=[A-Z])(?=[A-Z][a-z])")
@@ -39,6 +39,22 @@ def names_an_entity(value: str) -> bool:
     beginning with a letter (``Levan_Khomeriki``, not ``1988``, ``2006-12-31`` or ``"solo_singer"``)."""
     value = value.strip()
     return not value.startswith('"') and bool(re.match(r"[^\W\d_]", normalize_entity(value)))
+
+
+def exchange_spans(text: str, a: Tuple[int, int], b: Tuple[int, int],
+                   say: Callable[[str, str], str] = lambda piece, replaced: piece):
+    """``text`` with its pieces at the character spans ``a`` and ``b`` trading places (a fact's
+    subject and object, for a role swap), each piece said as ``say(piece, the piece it replaces)``
+    gives it: ``(new text, span of the piece now first, span of the piece now second)``, or None
+    when the spans overlap."""
+    if a[0] < b[1] and b[0] < a[1]:
+        return None
+    first, second = sorted((a, b))
+    said_first = say(text[second[0]: second[1]], text[first[0]: first[1]])
+    said_second = say(text[first[0]: first[1]], text[second[0]: second[1]])
+    out = text[: first[0]] + said_first + text[first[1]: second[0]] + said_second + text[second[1]:]
+    start = second[0] + len(said_first) - (first[1] - first[0])
+    return out, (first[0], first[0] + len(said_first)), (start, start + len(said_second))
 
 
 def split_camel_case(text: str) -> str:

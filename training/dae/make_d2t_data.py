@@ -47,6 +47,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from d2t_metrics.datasets import load_e2e_csv
 from d2t_metrics.datasets import load_webnlg_xml
 from d2t_metrics.datasets import shared_dir
+from d2t_metrics.normalize import exchange_spans
 from d2t_metrics.normalize import names_an_entity
 from d2t_metrics.normalize import normalize_entity
 from d2t_metrics.normalize import symmetric_predicate
@@ -142,13 +143,9 @@ def swap_roles(text: str, table) -> Optional[Tuple[str, List[Span]]]:
                 or subject.lower() in obj.lower() or obj.lower() in subject.lower()):
             continue
         a, b = find_mention(text, subject), find_mention(text, obj)
-        if not a or not b or (a[0] < b[1] and b[0] < a[1]):
-            continue
-        first, second = sorted((a, b))
-        said_first, said_second = text[second[0]: second[1]], text[first[0]: first[1]]
-        out = text[: first[0]] + said_first + text[first[1]: second[0]] + said_second + text[second[1]:]
-        shift = len(said_first) - (first[1] - first[0])
-        return out, [(first[0], first[0] + len(said_first)), (second[0] + shift, second[0] + shift + len(said_second))]
+        swapped = exchange_spans(text, a, b) if a and b else None
+        if swapped:
+            return swapped[0], list(swapped[1:])
     return None
 
 
