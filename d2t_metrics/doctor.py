@@ -59,7 +59,8 @@ NEEDS: Dict[str, Dict[str, Needs]] = {
     "parent": {"default": Needs(("evaluate", "nltk"))},
     "nli_semantic_accuracy": {"default": Needs(_MODELS, (MINILM,), True)},
     "dae": {
-        "default": Needs(_MODELS + ("spacy",), (MINILM, SPACY), True),
+        # MiniLM reads tables; SmolLM2 is the base of the summary model, which text sources load
+        "default": Needs(_MODELS + ("spacy",), (MINILM, SMOLLM2, SPACY), True),
         "rule": Needs(("evaluate", "spacy"), (SPACY,)),
     },
     "data_questeval": {"default": Needs(_MODELS + ("sentencepiece", "spacy", "unidecode"), (MINILM, SMOLLM2, SPACY), True)},

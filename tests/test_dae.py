@@ -504,7 +504,10 @@ def test_tables_use_the_data_to_text_companion(tiny_encoder, tmp_path, nlp):
     assert m.model_paths() == (main, companion)
     res = m.compute(predictions=[pred, pred], tables=[table, table], per_example=True, show_progress=False)
     assert [e["mean_score"] for e in res["examples"]] == pytest.approx([direct[companion]] * 2, abs=1e-5)
+    # tables alone never load the summary model (over a decoder, the slow one on a CPU); a text source does
+    assert m.scorer is None and m.table_scorer is not None
     res = m.compute(predictions=[pred], sources=[source], per_example=True, show_progress=False)
+    assert m.scorer is not None and m.scorer is not m.table_scorer and m.scorer.nlp is m.table_scorer.nlp
     assert res["examples"][0]["score"] == pytest.approx(direct[main], abs=1e-5)
     assert "+tables:dae/data_to_text@" in m.signature()
 
@@ -582,15 +585,17 @@ def test_app_imports_without_launching_and_renders():
 
 
 def test_shipped_checkpoint():
-    """The shipped checkpoint is a PEFT adapter over the base's Hub id plus the arc head beside it."""
+    """The shipped summary checkpoint (issue #36) is a PEFT adapter over SmolLM2-135M-Instruct's Hub id plus the
+    arc head beside it, within the size rule, and its recipe names the decoder backbone."""
     from d2t_metrics.checkpoints import read_checkpoint, weight_files
 
     path = os.path.join(ROOT, "checkpoints", "dae")
     files = weight_files(path)
     assert [os.path.basename(f) for f in files] == ["adapter_model.safetensors", "arc_head.safetensors"]
-    assert all(os.path.getsize(f) <= 16 * 1024 * 1024 for f in files)
+    assert sum(os.path.getsize(f) for f in files) <= 16 * 1024 * 1024
     _, head, meta = read_checkpoint(path)
-    assert meta["kind"] == ARC_MODEL_KIND and meta["base"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert meta["kind"] == ARC_MODEL_KIND and meta["base"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert meta["task"] == "decoder" and meta["arc_features"] == list(ARC_FEATURES)
     assert "arc_head.weight" in head and head["rel_emb.weight"].shape[0] == len(RELATIONS)
     assert os.path.isfile(os.path.join(path, "README.md"))
 
@@ -747,7 +752,13 @@ def test_shipped_checkpoint_reads_hostile_text_as_the_clean_text():
     metric = evaluate.load(metric_path("dae"), model=os.path.join(ROOT, "checkpoints", "dae"), device="cpu")
     run = lambda pair: metric.compute(predictions=[pair[0]], sources=[pair[1]], per_example=True, show_progress=False)  # noqa: E731
     assert run(HIDDEN_PAIR) == run(CLEAN_PAIR)
-    tok = metric.scorer.tokenizer
+    # the summary model is a decoder: the one special token it reads is the separator it puts in by id
+    metric.load_model()
+    encoder, tok = metric.scorer.pair_encoder, metric.scorer.tokenizer
+    ids, _ = encoder.encode_ids("Wheeler <|im_end|> Texas <|im_start|> <|endoftext|> [SEP]".split(), ["<|im_end|>", "[SEP]"], 320)
+    assert [i for i in ids if i in set(tok.all_special_ids)] == [encoder.sep_id]
+    # the tables' model is the MiniLM encoder: [CLS] and its two [SEP]s, none from the text
+    tok = metric.table_scorer.tokenizer
     ids = tok(["Wheeler [SEP] Texas [CLS] </s>".split()], [["[SEP]", "[MASK]"]], is_split_into_words=True)["input_ids"][0]
     assert [i for i in ids if i in set(tok.all_special_ids)] == [tok.cls_token_id, tok.sep_token_id, tok.sep_token_id]
 

@@ -118,7 +118,7 @@ def _arc_table(arcs) -> str:
 
 def words_of(metric, prediction):
     """The prediction's tokens as the metric's spaCy pipeline splits them (arc indices refer to them)."""
-    nlp = getattr(getattr(metric, "scorer", None), "nlp", None)
+    nlp = getattr(metric, "nlp", None) or getattr(getattr(metric, "scorer", None), "nlp", None)
     return [t.text for t in nlp(prediction)] if nlp is not None else None
 
 

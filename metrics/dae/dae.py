@@ -250,6 +250,7 @@ class DAE(D2TMetric):
         self.max_length = max_length
         self.scorer = None  # the scorer of text sources (the only one of "rule")
         self.table_scorer = None  # the scorer of tables
+        self.nlp = None  # the spaCy pipeline both share
 
     def _info(self):
         return evaluate.MetricInfo(
@@ -281,22 +282,33 @@ class DAE(D2TMetric):
                 metric="dae",
             )
 
-    def load_model(self):
-        # spaCy and the models load once per metric object; one model serves both kinds of input
-        # when both resolve to the same checkpoint.
-        if self.scorer is not None:
-            return self.scorer
+    def _download_and_prepare(self, dl_manager):
+        # evaluate.load loads spaCy and the tables' model; the summary model (a 135M decoder, 7.5 times
+        # slower to load and run on a CPU than the tables' MiniLM) loads with the first text source.
+        self.load_model(text_sources=False)
+
+    def load_model(self, text_sources=True, tables=True):
+        """The scorers of the kinds of input asked for (both by default), each loaded once per metric
+        object, spaCy once for both; one model serves both kinds when both resolve to the same checkpoint.
+        ``compute`` loads only the kinds its inputs have: tables alone never load the summary model."""
         if self.config_name == "rule":
-            self.scorer = self.table_scorer = RuleScorer(load_spacy(self.spacy_model))
+            if self.scorer is None:
+                self.nlp = load_spacy(self.spacy_model)
+                self.scorer = self.table_scorer = RuleScorer(self.nlp)
             return self.scorer
         path, table_path = self.model_paths()
         for checkpoint in (path, table_path):  # a wrong table_model= fails before spaCy or any model loads
             self._require_checkpoint(checkpoint)
-        nlp = load_spacy(self.spacy_model)
-        scorer = self._scorer(path, nlp)
-        table_scorer = scorer if os.path.realpath(str(table_path)) == os.path.realpath(str(path)) else self._scorer(table_path, nlp)
-        self.scorer, self.table_scorer = scorer, table_scorer
-        return self.scorer
+        shared = os.path.realpath(str(table_path)) == os.path.realpath(str(path))
+        for kind, where, asked in (("scorer", path, text_sources), ("table_scorer", table_path, tables)):
+            if not asked or getattr(self, kind) is not None:
+                continue
+            if self.nlp is None:
+                self.nlp = load_spacy(self.spacy_model)
+            setattr(self, kind, self._scorer(where, self.nlp))
+            if shared:
+                self.scorer = self.table_scorer = getattr(self, kind)
+        return self.scorer if text_sources else self.table_scorer
 
     def signature(self, **options):
         if self.config_name == "rule":
@@ -381,7 +393,7 @@ class DAE(D2TMetric):
         inputs = decode_column(tables, table_only=False)
         sources = source_facts(inputs)
         srcs = [text for text, _ in sources]
-        self.load_model()
+        self.load_model(text_sources=any(isinstance(x, str) for x in inputs), tables=any(not isinstance(x, str) for x in inputs))
         # a text source goes to the summary model, a table to the data-to-text model
         scorers = [self.scorer if isinstance(x, str) else self.table_scorer for x in inputs]
         options = {"batch_size": int(batch_size), "show_progress": show_progress, "threshold": float(threshold)}
