@@ -615,6 +615,7 @@ def test_shipped_data_to_text_checkpoint():
     assert os.path.isfile(os.path.join(companion, "README.md"))
     m = evaluate.load(metric_path("dae"), model=path)
     assert m.model_paths() == (path, companion)
+    assert "|max_len:320+tables:128|" in m.signature()  # the decoder's length and the tables' encoder's
     assert evaluate.load(metric_path("dae"), "data_to_text", model=path).model_paths() == (companion, companion)
 
 

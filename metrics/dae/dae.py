@@ -321,6 +321,10 @@ class DAE(D2TMetric):
                 model += "+tables:" + self._model_label(table_path, table_path)
         spacy_name = self.spacy_model if isinstance(self.spacy_model, str) else "custom"
         length = self.max_length or (None if self.config_name == "rule" else _decoder_max_length(path)) or DEFAULT_MAX_LENGTH
+        if self.config_name != "rule" and not self.max_length:
+            table_length = _decoder_max_length(table_path) or DEFAULT_MAX_LENGTH
+            if table_length != length:  # the summary decoder reads 320 sub-tokens, the tables' encoder 128
+                length = f"{length}+tables:{table_length}"
         # 1.1: tables verbalized with the WebNLG 3.0 templates too (d2t_metrics/templates/webnlg_v3.json);
         # texts read without invisible characters, long ones capped (``truncated``)
         # 1.2: tables read by the data-to-text checkpoint (checkpoints/dae/data_to_text) when there is one
