@@ -234,3 +234,40 @@ def test_a_separator_written_in_a_text_stays_characters(tiny_causal_lm):
     enc = DecoderPairEncoder(literal_tokenizer(transformers.AutoTokenizer.from_pretrained(tiny_causal_lm)))
     ids, pos = enc.encode_ids(["the", "[SEP]", "cat"], ["a", "[SEP]", "dog"], 64)
     assert ids.count(enc.sep_id) == 1 and len(pos) == 3
+
+
+def test_score_reads_a_dev_file_with_either_backbone(decoder_checkpoint, tiny_encoder, tmp_path):
+    """`train_decoder score`: any DAE checkpoint on a prepared dev file, so that the decoder and the MiniLM encoder
+    compare on the same arcs (the checkpoint card's dev table); the decoder's tally is the training's own."""
+    from test_dae import save_tiny_dae
+    from training.dae.train_decoder import ArcTally, main, read_arc_file, score_checkpoint
+
+    _, rows = read_arc_file(decoder_checkpoint["dev"])
+    decoder = score_checkpoint(decoder_checkpoint["out"], rows, batch_size=3)
+    with open(os.path.join(decoder_checkpoint["out"], "d2t_config.json")) as f:
+        trained_dev = json.load(f)["dev"]
+    assert decoder["arcs"] == trained_dev["arcs"] and decoder["examples"] == len(rows)
+    assert decoder["rerank_dev_labelled_arcs"]["pairs"] == 5 and set(decoder["by_set"]) == {"a", "b"}
+    with open(decoder_checkpoint["probs"]) as f:
+        trained = json.load(f)["probabilities"]
+    tally = ArcTally()
+    for row, probs in zip(rows, trained):
+        tally.add(probs, [a[3] for a in row["arcs"]], row["set"], row.get("rerank"))
+    # the adapters are stored in float16: an arc within 2e-3 of 0.5 may fall on the other side
+    assert abs(decoder["accuracy"] - tally.scores()["accuracy"]) <= 2 / decoder["arcs"]
+    encoder = score_checkpoint(save_tiny_dae(tiny_encoder, tmp_path / "enc"), rows)
+    assert encoder["arcs"] == decoder["arcs"] and 0.0 <= encoder["accuracy"] <= 1.0
+    assert main(["score", "--checkpoint", decoder_checkpoint["out"], "--dev", decoder_checkpoint["dev"]]) == 0
+
+
+def test_arc_tally_counts_both_classes_and_reranking_pairs():
+    from training.dae.train_decoder import ArcTally
+
+    tally = ArcTally()
+    tally.add([0.9, 0.2, 0.7], [1, 0, 0], "news", rerank=[3, 0])  # one false positive
+    tally.add([0.8, 0.9], [1, 1], "d2t", rerank=[3, 1])
+    scores = tally.scores()
+    assert scores["arcs"] == 5 and scores["accuracy"] == pytest.approx(0.8) and scores["examples"] == 2
+    assert scores["by_set"]["d2t"]["accuracy"] == 1.0 and scores["by_set"]["news"]["arcs"] == 3
+    # pair 3: the faithful text's mean 0.85 beats the unfaithful one's 0.6; lowest 0.8 beats 0.2
+    assert scores["rerank_dev_labelled_arcs"] == {"mean": 1.0, "min": 1.0, "pairs": 1}

@@ -35,7 +35,10 @@ end::
         --out /tmp/dae_decoder --device cuda --bf16 --max-seconds 230 --batch-size 32
 
 The checkpoint loads with the ``dae`` metric (``model=`` its folder) and
-``metrics.dae.scorer.DAEScorer``.
+``metrics.dae.scorer.DAEScorer``. ``score`` reads a dev file with any DAE checkpoint, the MiniLM encoder's
+too, so that two backbones compare on the same arcs::
+
+    python -m training.dae.train_decoder score --checkpoint checkpoints/dae --dev dev.jsonl.gz
 """
 
 from __future__ import annotations
@@ -315,18 +318,52 @@ class DecoderArcModel:
         return logits.float()
 
 
-def evaluate(model: DecoderArcModel, items: Sequence[Encoded], pad_id: int, batch_size: int = 64) -> Dict[str, Any]:
-    """Arc accuracy and F1 of both classes (overall and per ``set``), and the synthetic reranking accuracy
-    over the pairs whose two examples are in ``items`` (mean / lowest probability of the labelled arcs)."""
-    import torch
+class ArcTally:
+    """Arc accuracy and F1 of both classes (overall and per ``set``) and the synthetic reranking accuracy over the
+    pairs whose two examples were added (mean / lowest probability of the labelled arcs)."""
 
-    from training.dae.train import arc_scores
+    def __init__(self):
+        self.counts: Dict[str, List[int]] = {}
+        self.rerank: Dict[int, Dict[int, Tuple[float, float]]] = {}
+        self.examples = 0
+
+    def add(self, probs: Sequence[float], labels: Sequence[float], set_name: str, rerank=None) -> None:
+        self.examples += 1
+        for name in ("all", set_name):
+            c = self.counts.setdefault(name, [0, 0, 0, 0])  # tp fp fn tn (positive = entailed)
+            for pr, y in zip(probs, labels):
+                pred, gold = pr > 0.5, y > 0.5
+                c[0 if pred and gold else 1 if pred else 2 if gold else 3] += 1
+        if rerank and probs:
+            self.rerank.setdefault(int(rerank[0]), {})[int(rerank[1])] = (sum(probs) / len(probs), min(probs))
+
+    def scores(self) -> Dict[str, Any]:
+        from training.dae.train import arc_scores
+
+        out: Dict[str, Any] = {}
+        for name, (tp, fp, fn, tn) in self.counts.items():
+            scores = arc_scores(tp, fp, fn, tn)
+            if name == "all":
+                out.update(scores)
+            else:
+                out.setdefault("by_set", {})[name] = scores
+        full = [v for v in self.rerank.values() if 0 in v and 1 in v]
+        if full:
+            def won(k):
+                return sum((v[1][k] > v[0][k]) + 0.5 * (v[1][k] == v[0][k]) for v in full) / len(full)
+            out["rerank_dev_labelled_arcs"] = {"mean": round(won(0), 4), "min": round(won(1), 4), "pairs": len(full)}
+        out["examples"] = self.examples
+        return out
+
+
+def evaluate(model: DecoderArcModel, items: Sequence[Encoded], pad_id: int, batch_size: int = 64) -> Dict[str, Any]:
+    """:class:`ArcTally`'s scores of ``model`` on the encoded dev ``items``."""
+    import torch
 
     was = model.backbone.training
     model.backbone.eval()
     model.head.eval()
-    counts: Dict[str, List[int]] = {}
-    rerank: Dict[int, Dict[int, Tuple[float, float]]] = {}
+    tally = ArcTally()
     t0 = time.time()
     with torch.inference_mode():
         for batch_idx in length_batches(items, batch_size, None):
@@ -334,33 +371,57 @@ def evaluate(model: DecoderArcModel, items: Sequence[Encoded], pad_id: int, batc
             probs = torch.sigmoid(model.logits(collate(batch, pad_id))).cpu().tolist()
             pos = 0
             for x in batch:
-                p = probs[pos : pos + len(x.labels)]
+                tally.add(probs[pos : pos + len(x.labels)], x.labels, x.set, x.rerank)
                 pos += len(x.labels)
-                for name in ("all", x.set):
-                    c = counts.setdefault(name, [0, 0, 0, 0])  # tp fp fn tn (positive = entailed)
-                    for pr, y in zip(p, x.labels):
-                        pred, gold = pr > 0.5, y > 0.5
-                        c[0 if pred and gold else 1 if pred else 2 if gold else 3] += 1
-                if x.rerank:
-                    rerank.setdefault(int(x.rerank[0]), {})[int(x.rerank[1])] = (sum(p) / len(p), min(p))
     if was:
         model.backbone.train()
         model.head.train()
-    out: Dict[str, Any] = {}
-    for name, (tp, fp, fn, tn) in counts.items():
-        scores = arc_scores(tp, fp, fn, tn)
-        if name == "all":
-            out.update(scores)
-        else:
-            out.setdefault("by_set", {})[name] = scores
-    full = [v for v in rerank.values() if 0 in v and 1 in v]
-    if full:
-        def won(k):
-            return sum((v[1][k] > v[0][k]) + 0.5 * (v[1][k] == v[0][k]) for v in full) / len(full)
-        out["rerank_dev_labelled_arcs"] = {"mean": round(won(0), 4), "min": round(won(1), 4), "pairs": len(full)}
-    out["examples"] = len(items)
+    out = tally.scores()
     out["seconds"] = round(time.time() - t0, 1)
     return out
+
+
+def score_checkpoint(path: str, examples: Sequence[dict], batch_size: int = 32, device: str = "cpu") -> Dict[str, Any]:
+    """:class:`ArcTally`'s scores of any DAE checkpoint (over an encoder or a decoder) on examples of a file
+    ``prepare`` wrote, each read as the metric reads it (the checkpoint's ``max_length``; the encoder's word by
+    its first sub-token, the decoder's by its last), so that two backbones compare on one dev set."""
+    import torch
+
+    from metrics.dae.arcs import RELATIONS
+    from metrics.dae.model import DEFAULT_MAX_LENGTH, DecoderPairEncoder, encode_pairs, is_decoder, load_dae_checkpoint
+
+    tokenizer, backbone, head, meta = load_dae_checkpoint(path, device=device, dtype=torch.float32)
+    max_length = int(meta.get("max_length") or DEFAULT_MAX_LENGTH)
+    pair_encoder = DecoderPairEncoder(tokenizer, meta) if is_decoder(meta) else None
+    rel_index = {r: i for i, r in enumerate(RELATIONS)}
+    tally = ArcTally()
+    with torch.inference_mode():
+        for start in range(0, len(examples), batch_size):
+            batch = [e for e in examples[start: start + batch_size] if e["arcs"]]
+            if not batch:
+                continue
+            pairs = ([e["source"].split() for e in batch], [e["words"] for e in batch])
+            enc, positions = pair_encoder.encode(*pairs, max_length) if pair_encoder else encode_pairs(tokenizer, *pairs, max_length)
+            hidden = backbone(**{k: v.to(device) for k, v in enc.items()}).last_hidden_state
+            for b, e in enumerate(batch):
+                arcs = e["arcs"]
+                logits = head(hidden[b, [positions[b][a[0]] for a in arcs]], hidden[b, [positions[b][a[1]] for a in arcs]],
+                              torch.tensor([rel_index.get(a[2].split(":")[0], 0) for a in arcs], device=device),
+                              torch.tensor(e["feats"], dtype=torch.float32, device=device) if head.num_features else None)
+                tally.add(torch.sigmoid(logits.float()).flatten().tolist(), [a[3] for a in arcs], e.get("set", ""), e.get("rerank"))
+    return tally.scores()
+
+
+def score(argv: Sequence[str]) -> int:
+    ap = argparse.ArgumentParser(prog="train_decoder score", description="any DAE checkpoint's arc scores on a prepared dev file")
+    ap.add_argument("--checkpoint", required=True, help="a DAE checkpoint folder (MiniLM encoder or decoder)")
+    ap.add_argument("--dev", required=True, help="dev file written by prepare --split dev")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args(argv)
+    _, examples = read_arc_file(args.dev)
+    print(json.dumps(score_checkpoint(args.checkpoint, examples, args.batch_size, args.device)))
+    return 0
 
 
 def train(argv: Sequence[str]) -> int:
@@ -637,11 +698,12 @@ def train(argv: Sequence[str]) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("prepare", "train"):
+    commands = {"prepare": prepare, "train": train, "score": score}
+    if not argv or argv[0] not in commands:
         print(__doc__)
-        print("usage: python -m training.dae.train_decoder {prepare,train} ...", file=sys.stderr)
+        print("usage: python -m training.dae.train_decoder {prepare,train,score} ...", file=sys.stderr)
         return 2
-    return prepare(argv[1:]) if argv[0] == "prepare" else train(argv[1:])
+    return commands[argv[0]](argv[1:])
 
 
 if __name__ == "__main__":
