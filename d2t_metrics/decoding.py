@@ -38,7 +38,9 @@ are. Each batch is the one decoded alone; a chunk of fewer batches than
 workers is cut into as many, which changes a row's batch, and so its float32
 sums only as batching always may (the outputs of the bundled lines, the
 hostile inputs and WebNLG samples stayed byte-identical: RESULTS.md
-`quiet_checks`). A GPU decodes one batch at a time. On an x86-64 CPU the
+`quiet_checks`). A GPU decodes one batch at a time, without cuDNN's attention
+(:data:`CUDA_SDPA_BACKENDS`), its batches' caches bounded by its free memory
+(:func:`token_bounds`). On an x86-64 CPU the
 models :func:`d2t_metrics.generator.load_generator` loads run their linear
 layers by oneDNN on weights packed once (:mod:`d2t_metrics.cpu_linear`), and
 each chunk gives its freed memory back to the system when it ends.
@@ -51,14 +53,15 @@ uses transformers' ``generate`` for the others.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
@@ -84,6 +87,11 @@ CHUNK_TOKENS_PER_ROW = 512
 DECODE_BATCH_TOKENS = 4096
 PREFILL_BATCH_TOKENS = 2048
 CHUNK_TOKENS = 8192
+# On a GPU those CPU bounds cut beam search into batches of a few prompts, and a step costs about the
+# same for 32 rows as for 256 (38 and 41 ms on an H200: RESULTS.md `gpu_checks`), so there the bounds
+# come from the device's free memory instead (:func:`token_bounds`): a decoding batch's cache and a
+# chunk's prefixes may each take this share of it, never less than the CPU's bounds.
+GPU_MEMORY_SHARE = 0.2
 # On a CPU, a decoding step's matrix products are small (tens of rows by 576) and scale poorly
 # over threads: two batches decoded side by side, one thread each, did the same work in 0.70x
 # the CPU time and 0.75x the wall time of one batch at a time on both threads (2-core CPU, the
@@ -93,6 +101,12 @@ CHUNK_TOKENS = 8192
 CPU_DECODE_WORKERS = 2
 # Room for new tokens a decoding batch's cache takes at first; it doubles when full (RoomyLayer).
 FIRST_ROOM = 48
+# The attention kernels a decoding loop may use on CUDA: not cuDNN's. Its attention spends about 1.5 ms
+# of host time per call when the key length changes, as it does at every step here: on an H200 (torch
+# 2.11, which picks it for bf16 on that GPU) a step of SmolLM2-135M over 256 rows took 97 ms with it and
+# 41 ms without, 88 and 38 over 32 rows (`python -m benchmarks.decode_step_probe`, RESULTS.md
+# `gpu_checks`). Another kernel rounds bf16 differently, as a new torch or GPU may; a CPU is untouched.
+CUDA_SDPA_BACKENDS = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
 
 Group = Tuple[int, List[int]]  # (shared prefix length, member indices)
 
@@ -298,10 +312,23 @@ def _left_padded(rows: Sequence[Sequence[int]], pad_id: int, device):
     return ids.to(device), mask.to(device)
 
 
+class PrefixStates:
+    """The keys and values of prefixes run through the model in batches (:func:`_prefix_states`):
+    ``layers[b]`` holds batch ``b``'s per-layer ``(keys, values)``, left-padded, and ``where[i]`` says
+    where prefix ``i`` lies, ``(batch, row, length)`` (``None`` for an empty prefix)."""
+
+    def __init__(self, count: int):
+        self.layers: List[List[Tuple[torch.Tensor, torch.Tensor]]] = []
+        self.where: List[Optional[Tuple[int, int, int]]] = [None] * count
+
+    def length(self, i: int) -> int:
+        return self.where[i][2] if self.where[i] is not None else 0
+
+
 def _prefix_states(model, prefixes: Sequence[Sequence[int]], batch_size: int, pad_id: int, device,
-                   max_tokens: Optional[int] = None) -> List[List[Tuple]]:
-    """Each prefix's keys and values, per layer, without padding (empty prefixes: ``[]``)."""
-    states: List[List[Tuple]] = [[] for _ in prefixes]
+                   max_tokens: Optional[int] = None) -> PrefixStates:
+    """Each prefix's keys and values, per layer, as rows of the batches that computed them."""
+    states = PrefixStates(len(prefixes))
     order = sorted((i for i, p in enumerate(prefixes) if p), key=lambda i: -len(prefixes[i]))
     batches: List[List[int]] = []
     for i in order:  # longest first; a new batch once padding would pass a fifth of the tokens
@@ -315,32 +342,43 @@ def _prefix_states(model, prefixes: Sequence[Sequence[int]], batch_size: int, pa
         model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0), cache=cache,
               use_cache=True, logits_to_keep=1)
         for r, i in enumerate(chosen):
-            n = len(prefixes[i])
-            states[i] = [(layer.keys[r, :, -n:], layer.values[r, :, -n:]) for layer in cache.layers]
+            states.where[i] = (len(states.layers), r, len(prefixes[i]))
+        states.layers.append([(layer.keys, layer.values) for layer in cache.layers])
         del cache
     return states
 
 
-def _cache_of(states: Sequence[List[Tuple]], device):
-    """A DynamicCache holding ``states`` (one prefix per row) left-padded to the longest, and its mask."""
-    width = max([s[0][0].shape[1] if s else 0 for s in states] + [0])
-    mask = torch.zeros((len(states), width), dtype=torch.long, device=device)
+def _cache_of(states: PrefixStates, prefixes: Sequence[int], device):
+    """A DynamicCache holding prefixes ``prefixes`` of ``states`` (one per row), left-padded to the
+    longest, and its mask.
+
+    Each prefix batch's rows are copied with one gather per layer (a copy per row and layer cost a
+    GPU 15,360 launches for 256 rows: RESULTS.md ``gpu_checks``): the last ``width`` positions of
+    a left-padded batch hold each row's prefix at its end, and whatever lies before it there (the
+    batch's own padding) is masked, so it weighs exactly nothing, as the zeros did before."""
+    lengths = [states.length(i) for i in prefixes]
+    width = max(lengths + [0])
+    mask = (torch.arange(width, device=device)[None, :] >= width - torch.tensor(lengths, device=device)[:, None]).long()
     cache = DynamicCache()
     if width == 0:
         return cache, mask
-    template = next(s for s in states if s)
-    for layer, (k0, v0) in enumerate(template):
-        keys = k0.new_zeros((len(states), k0.shape[0], width, k0.shape[2]))
-        values = v0.new_zeros((len(states), v0.shape[0], width, v0.shape[2]))
-        for r, s in enumerate(states):
-            if s:
-                n = s[layer][0].shape[1]
-                keys[r, :, width - n:] = s[layer][0]
-                values[r, :, width - n:] = s[layer][1]
+    sources: dict = {}  # prefix batch -> (rows here, rows there)
+    for r, i in enumerate(prefixes):
+        if states.where[i] is not None:
+            b, row, _ = states.where[i]
+            sources.setdefault(b, ([], []))
+            sources[b][0].append(r)
+            sources[b][1].append(row)
+    sources = {b: (torch.tensor(here, device=device), torch.tensor(there, device=device)) for b, (here, there) in sources.items()}
+    for layer, (k0, v0) in enumerate(states.layers[next(iter(sources))]):
+        keys = k0.new_zeros((len(prefixes), k0.shape[1], width, k0.shape[3]))
+        values = v0.new_zeros((len(prefixes), v0.shape[1], width, v0.shape[3]))
+        for b, (here, there) in sources.items():
+            k, v = states.layers[b][layer]
+            w = min(width, k.shape[2])
+            keys[here, :, width - w:] = k[there, :, k.shape[2] - w:]
+            values[here, :, width - w:] = v[there, :, v.shape[2] - w:]
         cache.update(keys, values, layer)
-    for r, s in enumerate(states):
-        if s:
-            mask[r, width - s[0][0].shape[1]:] = 1
     return cache, mask
 
 
@@ -423,6 +461,28 @@ def beam_continuations(model, token_ids: Sequence[Sequence[int]], num_beams: int
                                  show_progress, desc, row_cost=lambda ids: k * (len(ids) + int(max_new_tokens)))
 
 
+def kv_bytes_per_position(model) -> int:
+    """Bytes one (row, position) pair of ``model``'s key/value cache holds: keys and values of every layer."""
+    config = model.config
+    heads = getattr(config, "num_attention_heads", 1) or 1
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    return 2 * config.num_hidden_layers * kv_heads * head_dim * next(model.parameters()).element_size()
+
+
+def token_bounds(model, device) -> Tuple[int, int, int]:
+    """``(decoding batch, prefix pass, chunk)`` bounds in (row, position) pairs on ``device``: on a
+    CPU :data:`DECODE_BATCH_TOKENS`, :data:`PREFILL_BATCH_TOKENS` and :data:`CHUNK_TOKENS`; on CUDA
+    what :data:`GPU_MEMORY_SHARE` of the device's free memory holds, for the batch and the chunk
+    each (the prefix pass: half the batch's), never below the CPU's bounds."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return DECODE_BATCH_TOKENS, PREFILL_BATCH_TOKENS, CHUNK_TOKENS
+    free, _total = torch.cuda.mem_get_info(device)
+    pairs = int(GPU_MEMORY_SHARE * free / kv_bytes_per_position(model))
+    return max(DECODE_BATCH_TOKENS, pairs), max(PREFILL_BATCH_TOKENS, pairs // 2), max(CHUNK_TOKENS, pairs)
+
+
 def decode_batches(costs: Sequence[int], rows_per_batch: int, budget: Optional[int] = None) -> List[Tuple[int, int]]:
     """``(start, end)`` ranges cutting consecutive prompts into batches of at most ``rows_per_batch``
     prompts whose ``costs`` (cache positions each holds) sum to at most ``budget``
@@ -437,6 +497,14 @@ def decode_batches(costs: Sequence[int], rows_per_batch: int, budget: Optional[i
     if start < len(costs):
         out.append((start, len(costs)))
     return out
+
+
+def decoding_attention(device):
+    """A context choosing the attention kernels a decoding loop runs on ``device``: on CUDA, every
+    SDPA kernel but cuDNN's (:data:`CUDA_SDPA_BACKENDS`); elsewhere torch's choice, untouched."""
+    if torch.device(device).type != "cuda":
+        return contextlib.nullcontext()
+    return sdpa_kernel(list(CUDA_SDPA_BACKENDS))
 
 
 def decode_workers(device) -> Tuple[int, int]:
@@ -460,7 +528,7 @@ def _cpu_workers() -> int:
     return int(value)
 
 
-@contextmanager
+@contextlib.contextmanager
 def _torch_threads(n: int):
     before = torch.get_num_threads()
     torch.set_num_threads(n)
@@ -495,8 +563,8 @@ def _run_sharing_prefixes(model, token_ids, decode, rows_per_batch: int, batch_s
                           show_progress: bool, desc: str, row_cost: Optional[Callable] = None) -> list:
     """``decode(cache, mask, rests)`` over batches of ``rows_per_batch`` prompts, prefixes run once (see
     above). With ``row_cost`` (the cache positions a prompt's rows hold; beam search), a batch holds
-    fewer prompts where their costs pass :data:`DECODE_BATCH_TOKENS`, and prefix passes and chunks
-    keep to :data:`PREFILL_BATCH_TOKENS` and :data:`CHUNK_TOKENS`. A chunk's batches decode side by
+    fewer prompts where their costs pass the device's decoding bound, and prefix passes and chunks
+    keep to theirs (:func:`token_bounds`). A chunk's batches decode side by
     side where :func:`decode_workers` says so; a chunk of fewer batches than workers is cut into
     as many batches as there are workers."""
     bounded = row_cost is not None
@@ -505,10 +573,11 @@ def _run_sharing_prefixes(model, token_ids, decode, rows_per_batch: int, batch_s
             raise ValueError(f"prompt {i} has no tokens: a decoder needs at least one to continue")
     device = next(model.parameters()).device
     workers, threads = decode_workers(device)
+    bounds = token_bounds(model, device) if bounded else None
     groups = prefix_groups(token_ids)
     chunk_tokens = batch_size * CHUNK_TOKENS_PER_ROW
     if bounded:
-        chunk_tokens = min(chunk_tokens, CHUNK_TOKENS)
+        chunk_tokens = min(chunk_tokens, bounds[2])
     chunks, current, rows, held = [], [], 0, 0
     for group in groups:  # neighbours in sorted order: similar prefixes, similar lengths
         current.append(group)
@@ -521,31 +590,39 @@ def _run_sharing_prefixes(model, token_ids, decode, rows_per_batch: int, batch_s
         chunks.append(current)
     out: list = [[] for _ in token_ids]
     bar = progress(None, total=len(token_ids), desc=desc, enabled=show_progress) if show_progress else None
-    for chunk in chunks:
-        states = _prefix_states(model, [token_ids[members[0]][:shared] for shared, members in chunk], batch_size, pad_id, device,
-                                PREFILL_BATCH_TOKENS if bounded else None)
-        members = sorted(((g, i) for g, (shared, ms) in enumerate(chunk) for i in ms),
-                         key=lambda gi: len(token_ids[gi[1]]) - chunk[gi[0]][0])
-        costs = [row_cost(token_ids[i]) if bounded else 0 for _, i in members]  # 0: only rows_per_batch binds
-        cuts = decode_batches(costs, rows_per_batch)
-        if 1 < workers and len(cuts) < min(workers, len(members)):  # so that no worker waits idle
-            cuts = decode_batches(costs, math.ceil(len(members) / workers))
-        batches = [members[lo:hi] for lo, hi in cuts]
-
-        def decode_batch(batch):
-            cache, mask = _cache_of([states[g] for g, _ in batch], device)
-            return decode(cache, mask, [token_ids[i][chunk[g][0]:] for g, i in batch])
-
-        for batch, results in zip(batches, _map_side_by_side(decode_batch, batches, workers, threads)):
-            for (_, i), result in zip(batch, results):
-                out[i] = result
-            if bar is not None:
-                bar.update(len(batch))
-        del states
-        give_back_free_memory()  # the chunk's caches and prefixes (d2t_metrics.cpu_linear)
+    with decoding_attention(device):
+        for chunk in chunks:
+            _decode_chunk(model, token_ids, chunk, decode, rows_per_batch, batch_size, pad_id, device, bounds, row_cost,
+                          workers, threads, out, bar)
+            give_back_free_memory()  # the chunk's caches and prefixes, freed on return (d2t_metrics.cpu_linear)
     if bar is not None:
         bar.close()
     return out
+
+
+def _decode_chunk(model, token_ids, chunk, decode, rows_per_batch, batch_size, pad_id, device, bounds, row_cost,
+                  workers, threads, out, bar) -> None:
+    """One chunk of :func:`_run_sharing_prefixes`: its prefixes run once, its batches decode, results into ``out``."""
+    states = _prefix_states(model, [token_ids[members[0]][:shared] for shared, members in chunk], batch_size, pad_id, device,
+                            bounds[1] if bounds else None)
+    members = sorted(((g, i) for g, (shared, ms) in enumerate(chunk) for i in ms),
+                     key=lambda gi: len(token_ids[gi[1]]) - chunk[gi[0]][0])
+    costs = [row_cost(token_ids[i]) if bounds else 0 for _, i in members]  # 0: only rows_per_batch binds
+    budget = bounds[0] if bounds else None
+    cuts = decode_batches(costs, rows_per_batch, budget)
+    if 1 < workers and len(cuts) < min(workers, len(members)):  # so that no worker waits idle
+        cuts = decode_batches(costs, math.ceil(len(members) / workers), budget)
+    batches = [members[lo:hi] for lo, hi in cuts]
+
+    def decode_batch(batch):
+        cache, mask = _cache_of(states, [g for g, _ in batch], device)
+        return decode(cache, mask, [token_ids[i][chunk[g][0]:] for g, i in batch])
+
+    for batch, results in zip(batches, _map_side_by_side(decode_batch, batches, workers, threads)):
+        for (_, i), result in zip(batch, results):
+            out[i] = result
+        if bar is not None:
+            bar.update(len(batch))
 
 
 def _beam_rows(model, cache, mask, rests: Sequence[Sequence[int]], k: int, max_new_tokens: int, stop, pad_id: int,

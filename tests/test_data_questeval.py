@@ -845,3 +845,28 @@ def test_training_commands_write_a_card_with_front_matter(text_qa, text_qg):  # 
         assert "python -m training.data_questeval.train text-" in card and "## Dev scores" in card
         os.remove(os.path.join(folder, "README.md"))
         assert write_card(folder).endswith("README.md") and open(os.path.join(folder, "README.md")).read() == card
+
+
+class BatchRecordingQG(RuleQG):
+    def generate(self, answers, contexts, batch_size=None, show_progress=True):
+        self.batch_sizes = getattr(self, "batch_sizes", []) + [batch_size]
+        return super().generate(answers, contexts, batch_size, show_progress)
+
+
+def test_the_default_batch_is_the_devices_and_a_given_one_is_kept(monkeypatch):
+    """No batch_size: d2t_metrics.models.default_batch_size of the metric's device (32 on a CPU, 256
+    on a GPU, where a decoding step costs about the same for either; here the GPU is pretended); a
+    given batch_size is kept."""
+    import sys
+
+    qg, qa = BatchRecordingQG(), ExactQA()
+    m = evaluate.load(METRIC, text_qg=qg, table_qg=qg, text_qa=qa, table_qa=qa)
+    module = sys.modules[type(m).__module__]
+    for gpu, given, expected in ((False, None, 32), (True, None, 256), (True, 8, 8)):
+        monkeypatch.setattr(module, "default_batch_size", lambda device, gpu=gpu: 256 if gpu else 32)
+        qg.batch_sizes = []
+        m.compute(predictions=["Alan Bean was born in Wheeler, Texas."], tables=[BEAN], show_progress=False,
+                  use_cache=False, **({} if given is None else {"batch_size": given}))
+        assert qg.batch_sizes and set(qg.batch_sizes) == {expected}
+    with pytest.raises(ValueError, match="batch_size"):
+        m.compute(predictions=["x"], tables=[BEAN], batch_size=0)

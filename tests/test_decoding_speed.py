@@ -323,3 +323,94 @@ def test_an_error_in_a_side_by_side_batch_reaches_the_caller_and_threads_are_giv
     finally:
         del model.forward
     assert torch.get_num_threads() == 2
+
+
+def _prefix_states_by_hand(widths_rows, heads=2, dim=4, layers=2, seed=0):
+    """PrefixStates of random left-padded batches: ``widths_rows`` lists each batch's prefix lengths."""
+    from d2t_metrics.decoding import PrefixStates
+
+    generator = torch.Generator().manual_seed(seed)
+    count = sum(len(lengths) for lengths in widths_rows)
+    states, i = PrefixStates(count + 1), 0  # the last prefix is empty
+    for b, lengths in enumerate(widths_rows):
+        width = max(lengths)
+        states.layers.append([(torch.randn(len(lengths), heads, width, dim, generator=generator),
+                               torch.randn(len(lengths), heads, width, dim, generator=generator)) for _ in range(layers)])
+        for r, n in enumerate(lengths):
+            states.where[i] = (b, r, n)
+            i += 1
+    return states
+
+
+def test_a_decoding_cache_holds_each_prefix_at_its_end_with_one_gather_per_prefix_batch():
+    """``_cache_of`` puts each row's prefix at the end of the row, where the mask says, from batches
+    of different widths (a prefix shorter than its batch, one wider than the other batch, an empty
+    one); and its copies are one per layer and prefix batch, however many rows (a copy per row and
+    layer cost a GPU 15,360 launches for 256 rows)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from d2t_metrics.decoding import _cache_of
+
+    states = _prefix_states_by_hand([[5, 3, 5], [2, 1]])
+    picks = [0, 4, 5, 1, 3, 2, 1]  # rows may repeat a prefix (the members of one group)
+    cache, mask = _cache_of(states, picks, "cpu")
+    assert mask.tolist() == [[1 if p >= 5 - states.length(i) else 0 for p in range(5)] for i in picks]
+    for layer in range(2):
+        keys, values = cache.layers[layer].keys, cache.layers[layer].values
+        for r, i in enumerate(picks):
+            n = states.length(i)
+            if n:
+                b, row, _ = states.where[i]
+                k, v = states.layers[b][layer]
+                assert torch.equal(keys[r, :, 5 - n:], k[row, :, k.shape[2] - n:])
+                assert torch.equal(values[r, :, 5 - n:], v[row, :, v.shape[2] - n:])
+
+    class CountCopies(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.copies = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.__name__.split(".")[0] in ("copy_", "index_put_", "index", "_index_put_impl_", "slice_scatter"):
+                self.copies += 1
+            return func(*args, **(kwargs or {}))
+
+    counts = []
+    for rows in (4, 64):
+        with CountCopies() as counter:
+            _cache_of(states, [j % 5 for j in range(rows)], "cpu")
+        counts.append(counter.copies)
+    assert counts[0] == counts[1] > 0
+
+
+def test_decoding_on_cuda_leaves_cudnn_attention_out_and_a_cpu_untouched():
+    """cuDNN's attention costs ~1.5 ms of host time a call when the key length changes (every
+    decoding step): the loop runs without it on CUDA. The switch is torch's global flag, restored."""
+    from d2t_metrics.decoding import decoding_attention
+
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    with decoding_attention("cpu"):
+        assert torch.backends.cuda.cudnn_sdp_enabled() == before
+    with decoding_attention(torch.device("cuda", 0)):
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+        assert torch.backends.cuda.math_sdp_enabled()
+    assert torch.backends.cuda.cudnn_sdp_enabled() == before
+
+
+def test_token_bounds_are_the_cpu_constants_on_a_cpu_and_a_share_of_free_memory_on_a_gpu(varied_lm, monkeypatch):
+    """On a GPU the CPU's bounds would cut beam search into batches of a few prompts: there they
+    come from the device's free memory (asked of torch, here pretended), never below the CPU's."""
+    from d2t_metrics import decoding
+
+    _, model = varied_lm
+    per_position = decoding.kv_bytes_per_position(model)
+    assert per_position == 2 * 2 * 2 * (32 // 4) * 4  # keys and values, 2 layers, 2 KV heads of 8, float32
+    cpu = (decoding.DECODE_BATCH_TOKENS, decoding.PREFILL_BATCH_TOKENS, decoding.CHUNK_TOKENS)
+    assert decoding.token_bounds(model, "cpu") == cpu
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (16 * 2**30, 80 * 2**30))
+    pairs = int(decoding.GPU_MEMORY_SHARE * 16 * 2**30 / per_position)
+    assert decoding.token_bounds(model, torch.device("cuda", 0)) == (pairs, pairs // 2, pairs)
+    assert pairs > 100 * cpu[0]
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2**20, 80 * 2**30))  # a full GPU
+    assert decoding.token_bounds(model, "cuda") == cpu

@@ -240,3 +240,21 @@ def test_metric_passes_the_tables_and_real_decoding_runs(trained_triples):
     res = metric.compute(predictions=["Alan Bean was born in Wheeler."], tables=[BEAN], per_example=True, show_progress=False)
     assert seen and all("\nRelations: birthPlace, occupation\n" in p for p in seen)
     assert res["ground_truth_facts"] == 2 and len(res["examples"]) == 1
+
+
+def test_the_extractor_batch_is_the_devices_default_unless_given(trained_triples, monkeypatch):
+    """No batch_size: d2t_metrics.models.default_batch_size of the metric's device (256 on a GPU,
+    pretended here; 32 on a CPU); a given batch_size is kept."""
+    import sys
+
+    import evaluate
+
+    metric = evaluate.load(os.path.join(ROOT, "metrics", "fact_accuracy"), model=trained_triples, device="cpu")
+    metric.extractor.max_new_tokens = 2
+    module = sys.modules[type(metric).__module__]
+    seen = []
+    monkeypatch.setattr(module, "default_batch_size", lambda device: seen.append(device) or 256)
+    metric.compute(predictions=["Alan Bean was born in Wheeler."], tables=[BEAN], show_progress=False)
+    assert metric.extractor.batch_size == 256 and seen == ["cpu"]
+    metric.compute(predictions=["Alan Bean was born in Wheeler."], tables=[BEAN], batch_size=3, show_progress=False)
+    assert metric.extractor.batch_size == 3 and seen == ["cpu"]

@@ -8,7 +8,7 @@ import torch
 from d2t_metrics import hub, models
 from d2t_metrics.batching import length_sorted_batches, run_batched
 from d2t_metrics.hub import ModelNotAvailableError, progress
-from d2t_metrics.models import default_dtype, get_device, load_model, token_lengths
+from d2t_metrics.models import default_batch_size, default_dtype, get_device, load_model, token_lengths
 
 
 def test_load_model_is_cached(tiny_nli):
@@ -69,6 +69,13 @@ def test_default_dtype(monkeypatch):
     assert default_dtype("cuda") is torch.bfloat16
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
     assert default_dtype("cuda:0") is torch.float16
+
+
+def test_default_batch_size_is_gpu_sized_on_a_gpu_only(monkeypatch):
+    assert default_batch_size("cpu") == models.CPU_BATCH_SIZE == 32
+    assert default_batch_size("cuda:1") == default_batch_size(torch.device("cuda")) == models.GPU_BATCH_SIZE == 256
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert default_batch_size() == 32  # no device given: the one get_device picks
 
 
 def test_length_sorted_batches():

@@ -19,6 +19,7 @@ from d2t_metrics.linearize import linearize
 from d2t_metrics.metric import D2TMetric
 from d2t_metrics.models import arithmetic_part
 from d2t_metrics.models import check_dtype
+from d2t_metrics.models import default_batch_size
 from d2t_metrics.normalize import read_case_free
 from d2t_metrics.normalize import settle_first_letter
 from d2t_metrics.untrusted import CONTROL_STRINGS
@@ -113,7 +114,7 @@ Args:
         value weighs more than 1/n of the side).
     per_example (bool): also return "examples", one dict per prediction with
         every question asked, its expected and predicted answer and scores.
-    batch_size (int): QG/QA inputs per batch (default 32).
+    batch_size (int): QG/QA inputs per batch (default 32 on a CPU, 256 on a GPU).
     max_answers (int): answer candidates per text at most (default 32;
         WebNLG 2017 outputs and references have at most 28).
     max_table_values (int): table values asked about per table at most
@@ -417,7 +418,8 @@ class DataQuestEval(D2TMetric):
         pooling = options.get("pooling", POOLING)
         if not isinstance(pooling, str) or pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {list(POOLINGS)}, got {pooling!r}")
-        check_batch_size(options.get("batch_size", 32))
+        if options.get("batch_size") is not None:
+            check_batch_size(options["batch_size"])
         for name, default in (("max_answers", MAX_ANSWERS), ("max_table_values", MAX_TABLE_VALUES),
                               ("max_qa_windows", MAX_QA_WINDOWS)):
             value = options.get(name, default)
@@ -442,7 +444,7 @@ class DataQuestEval(D2TMetric):
                              f"{type(qg).__name__} has none (pass {name}=1)")
 
     # -- scoring -----------------------------------------------------------
-    def _compute(self, predictions, references, tables, per_example=False, batch_size=32, show_progress=True,
+    def _compute(self, predictions, references, tables, per_example=False, batch_size=None, show_progress=True,
                  use_references=True, reduction="max", max_answers=MAX_ANSWERS, use_cache=True, pad_to_max_length=False,
                  questions_per_value=None, questions_per_text_answer=None, max_table_values=MAX_TABLE_VALUES,
                  max_qa_windows=MAX_QA_WINDOWS, filter_table_questions=FILTER_TABLE_QUESTIONS, pooling=POOLING,
@@ -479,7 +481,7 @@ class DataQuestEval(D2TMetric):
                 lin, values = memo[encoded]
                 extra = [read(clean(r), values) for r in (refs or []) if r.strip()] if use_references else []
                 sources.append([("table", lin)] + [("text", r) for r in extra if r.strip()])
-            run = Run(self, backends, batch_size, show_progress, max_answers, use_cache, per_value,
+            run = Run(self, backends, batch_size or default_batch_size(self.device_name), show_progress, max_answers, use_cache, per_value,
                       self.questions_per_text_answer(questions_per_text_answer), max_table_values,
                       answerable_f1=ANSWERABLE_F1 if self.filter_table_questions(filter_table_questions) else None,
                       penalize_wrong_answers=self.penalize_wrong_answers(penalize_wrong_answers))

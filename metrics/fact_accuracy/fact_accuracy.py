@@ -14,6 +14,7 @@ from d2t_metrics.inputs import decode_table
 from d2t_metrics.metric import D2TMetric
 from d2t_metrics.models import arithmetic_part
 from d2t_metrics.models import check_dtype
+from d2t_metrics.models import default_batch_size
 from d2t_metrics.timing import stage
 from d2t_metrics.untrusted import blank_non_claims
 from d2t_metrics.untrusted import removed_pieces
@@ -95,7 +96,7 @@ Args:
         and the same digits; default 0.85 (chosen on WebNLG dev extraction
         F1); None: exact after normalization.
     per_example (bool): also return "examples", one dict per prediction.
-    batch_size (int): texts per batch of the extractor (default 32).
+    batch_size (int): texts per batch of the extractor (default 32 on a CPU, 256 on a GPU).
     show_progress (bool): show a progress bar (default True).
 Returns:
     accuracy (float or None): supported / verifiable generated facts, pooled
@@ -239,7 +240,8 @@ class FactAccuracy(D2TMetric):
         if ground_truth is not None and ground_truth not in GROUND_TRUTHS:
             raise ValueError(f"ground_truth must be None, 'table' or 'references', got {ground_truth!r}")
         Matcher(options.get("fuzzy_threshold"))  # raises ValueError for a bad threshold
-        check_batch_size(options.get("batch_size", 32))
+        if options.get("batch_size") is not None:
+            check_batch_size(options["batch_size"])
 
     def _check_call(self, inputs, options):
         ground_truth = options.get("ground_truth")
@@ -249,7 +251,7 @@ class FactAccuracy(D2TMetric):
                 raise ValueError(f"ground_truth={ground_truth!r} but no {name}= given")
 
     # -- scoring -----------------------------------------------------------
-    def _compute(self, predictions, references, tables, per_example=False, batch_size=32, show_progress=True,
+    def _compute(self, predictions, references, tables, per_example=False, batch_size=None, show_progress=True,
                  ground_truth=None, fuzzy_threshold=DEFAULT_FUZZY_THRESHOLD):
         matcher = Matcher(fuzzy_threshold)
         parsed = _decode_tables(tables)
@@ -259,7 +261,7 @@ class FactAccuracy(D2TMetric):
         if isinstance(extractor, OpenIEExtractor) or hasattr(extractor, "matcher"):
             extractor.matcher = matcher  # how OpenIE maps phrases onto a table's predicates
         if hasattr(extractor, "batch_size"):
-            extractor.batch_size = int(batch_size)
+            extractor.batch_size = int(batch_size or default_batch_size(self.device_name))
         candidates = parsed if any(t is not None for t in parsed) else None
 
         # the end-to-end extractor leaves out what is not a claim itself (grounding); the others
