@@ -449,6 +449,29 @@ def test_playground_batch_scores_a_jsonl_file(playground, tmp_path):
     assert table == out["summary"]
 
 
+def test_playground_keeps_the_newest_results_in_one_folder_it_removes_at_exit(playground, monkeypatch, tmp_path):
+    """A Space runs for weeks: scored files' results may not pile up in /tmp (one folder each, never
+    removed, was the old way)."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(playground, "_RESULTS_ROOT", [])
+    registered = []
+    monkeypatch.setattr(playground.atexit, "register", lambda *args: registered.append(args))
+    monkeypatch.setattr(playground, "KEEP_RESULTS", 3)
+    made = []
+    for i in range(7):
+        made.append(playground.new_results_dir())
+        os.utime(made[-1], (1000 + i, 1000 + i))  # the order they were made in, whatever the clock's grain
+    root = os.path.dirname(made[0])
+    assert os.listdir(tmp_path) == [os.path.basename(root)] and all(os.path.dirname(d) == root for d in made)
+    assert sorted(os.listdir(root)) == sorted(os.path.basename(d) for d in made[-3:])
+    assert len(registered) == 1 and registered[0][1] == root  # shutil.rmtree(root, True) when the process exits
+    registered[0][0](*registered[0][1:])
+    assert not os.path.exists(root)
+    assert os.path.dirname(playground.new_results_dir()) != root  # a fresh root once the old one is gone
+
+
 def test_playground_batch_reports_bad_files(playground, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prediction": "x", "table": "A | p | B"}\n{"prediction": "y", "table": "A | p"}\n', encoding="utf-8")

@@ -23,6 +23,7 @@ their own box. ``tests/test_browser.py`` checks from the rendered page, at
 past the right edge, and saves the screenshots ``screenshot-<width>.png``.
 """
 
+import atexit
 import html
 import importlib.util
 import inspect
@@ -387,6 +388,31 @@ def panel_html(name: str, result: Dict[str, Any]) -> str:
 # Scoring a file
 
 
+# A Space runs for weeks: each scored file's results go to a folder of their own under one folder per
+# process (removed when it exits), and only the newest KEEP_RESULTS stay (gradio has copied what it
+# served into its own cache by then), so scoring files never fills the disk.
+KEEP_RESULTS = 16
+_RESULTS_ROOT: List[str] = []
+_RESULTS_LOCK = threading.Lock()
+
+
+def new_results_dir() -> str:
+    """A fresh folder for one scored file's results, the oldest beyond :data:`KEEP_RESULTS` removed."""
+    import shutil
+
+    with _RESULTS_LOCK:
+        if not _RESULTS_ROOT or not os.path.isdir(_RESULTS_ROOT[0]):
+            _RESULTS_ROOT[:] = [tempfile.mkdtemp(prefix="d2t-playground-")]
+            atexit.register(shutil.rmtree, _RESULTS_ROOT[0], True)
+        root = _RESULTS_ROOT[0]
+        made = tempfile.mkdtemp(dir=root)
+        runs = sorted((os.path.join(root, d) for d in os.listdir(root)), key=os.path.getmtime)
+        for old in runs[:-KEEP_RESULTS]:
+            if old != made:
+                shutil.rmtree(old, ignore_errors=True)
+        return made
+
+
 def score_file(path: str, out_dir: Optional[str] = None, metrics: Optional[List[str]] = None) -> Dict[str, Any]:
     """Score a JSONL file in the command line's format with every available metric.
 
@@ -426,7 +452,7 @@ def score_file(path: str, out_dir: Optional[str] = None, metrics: Optional[List[
         runs.append(MetricRun(name=metric_name, scores=corpus_scores(result), examples=result["examples"], model=loaded.model))
     if not runs:
         raise ValueError("no metric ran: " + "; ".join(notes))
-    out_dir = out_dir or tempfile.mkdtemp(prefix="d2t-playground-")
+    out_dir = out_dir or new_results_dir()
     stem = os.path.splitext(name)[0] or "input"
     results_path = os.path.join(out_dir, f"{stem}.scores.jsonl")
     write_output(results_path, corpus, runs)
