@@ -98,8 +98,10 @@ def score(metric: str, inp: str, out: str, processes: int, threads: Optional[int
     if processes == 1:
         command = [sys.executable, "-m", "d2t_metrics.cli", *args]
     else:
+        # torchrun's logs beside the output (without --log-dir it leaves a /tmp/torchelastic_* folder per run)
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes),
-                   "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "-m", "d2t_metrics.cli", *args]
+                   "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
+                   "--log-dir", os.path.join(os.path.dirname(os.path.abspath(out)), "torchrun_logs"), "-m", "d2t_metrics.cli", *args]
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", HF_HUB_OFFLINE="1", D2T_NO_PROGRESS="1")
     env.pop("OMP_NUM_THREADS", None)  # one process: torch's default; torchrun sets 1 per process itself
     if threads is not None:

@@ -85,7 +85,8 @@ def test_two_cpu_processes_gather_in_input_order(tmp_path):
     env = dict(os.environ, ACCELERATE_USE_CPU="1", CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-        "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), str(script), str(tmp_path),
+        "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), "--log-dir", str(tmp_path / "torchrun_logs"),
+        str(script), str(tmp_path),
     ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

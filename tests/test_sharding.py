@@ -149,7 +149,7 @@ def test_two_processes_write_the_single_process_output(sharded_setup):
                             env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert single.returncode == 0, single.stderr[-3000:]
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-                "--master_port", str(_free_port()), "-m", "d2t_metrics.cli"]
+                "--master_port", str(_free_port()), "--log-dir", str(root / "torchrun_logs"), "-m", "d2t_metrics.cli"]
     sharded = subprocess.run([*launcher, *_score_args(setup, root / "sharded.jsonl")],
                              env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert sharded.returncode == 0, sharded.stdout[-3000:] + sharded.stderr[-3000:]
