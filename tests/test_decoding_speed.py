@@ -414,3 +414,103 @@ def test_token_bounds_are_the_cpu_constants_on_a_cpu_and_a_share_of_free_memory_
     assert pairs > 100 * cpu[0]
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2**20, 80 * 2**30))  # a full GPU
     assert decoding.token_bounds(model, "cuda") == cpu
+
+
+def test_prompt_lookup_drafts_what_followed_the_latest_earlier_occurrence():
+    from d2t_metrics.decoding import PromptLookup
+
+    lookup = PromptLookup([1, 2, 3, 4, 9, 2, 3, 5, 6, 2, 3])
+    assert lookup.draft(2) == [5, 6]  # "2 3" last occurred before 5 6 (the longest suffix found: "6 2 3" is not)
+    lookup.extend([7, 8])
+    assert lookup.draft(4) == []  # "3 7 8", "7 8" and "8" never occurred before
+    lookup.extend([2])
+    assert lookup.draft(3) == [3, 7, 8]  # "8 2" no, "2" last before 3 7 8
+    assert lookup.draft(0) == []
+    assert PromptLookup([4]).draft(3) == [] and PromptLookup([]).draft(2) == []
+
+
+def test_drafting_is_on_for_a_gpu_only_unless_asked():
+    from d2t_metrics.decoding import GPU_DRAFT_TOKENS, draft_tokens_for
+
+    assert draft_tokens_for("cpu") == 0 and draft_tokens_for(torch.device("cuda", 0)) == GPU_DRAFT_TOKENS > 0
+    assert draft_tokens_for("cpu", 3) == 3 and draft_tokens_for("cuda", 0) == 0
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="draft_tokens"):
+            draft_tokens_for("cpu", bad)
+
+
+@pytest.mark.parametrize("draft", [1, 3, 6])
+def test_drafting_keeps_the_greedy_continuations_of_a_real_model(varied_lm, monkeypatch, draft):
+    """A random decoder rarely agrees with a draft: rejected drafts leave holes in the cache, which
+    must weigh nothing (any attention to them would change these continuations)."""
+    from d2t_metrics import decoding
+
+    tokenizer, model = varied_lm
+    stops = [tokenizer.sep_token_id, 42]
+    proposed = []
+    real_draft = decoding.PromptLookup.draft
+    monkeypatch.setattr(decoding.PromptLookup, "draft", lambda self, n: proposed.append(real_draft(self, n)) or proposed[-1])
+
+    def run(d):
+        with torch.inference_mode():
+            return decoding.greedy_continuations(model, PROMPTS, max_new_tokens=30, stop_ids=stops, pad_id=tokenizer.pad_token_id,
+                                                 batch_size=4, show_progress=False, draft_tokens=d)
+
+    plain = run(0)
+    assert not proposed
+    assert run(draft) == plain
+    assert sum(len(p) > 0 for p in proposed) >= 10  # drafts were checked, and (a random model) mostly rejected
+
+
+class CopyingDecoder(torch.nn.Module):
+    """A real tiny decoder whose logits are replaced: after token ``x`` it always chooses ``NEXT(x)``
+    (its cache and masks are the real model's), so drafts that follow that chain are kept."""
+
+    def __init__(self, inner, vocab):
+        super().__init__()
+        self.inner, self.vocab, self.config = inner, vocab, inner.config
+
+    def next_token(self, ids):
+        return (ids * 7 + 3) % self.vocab
+
+    def forward(self, input_ids, logits_to_keep=1, **kwargs):
+        out = self.inner(input_ids=input_ids, logits_to_keep=logits_to_keep, **kwargs)
+        chosen = self.next_token(input_ids[:, -out.logits.shape[1]:])
+        out.logits = torch.nn.functional.one_hot(chosen, self.vocab).float()
+        return out
+
+
+def test_drafts_the_model_agrees_with_save_steps_and_stop_where_a_stop_token_is_kept(varied_lm):
+    from d2t_metrics import decoding
+
+    tokenizer, model = varied_lm
+    copier = CopyingDecoder(model, len(tokenizer))
+
+    def chain(x, n):
+        out = []
+        for _ in range(n):
+            x = int(copier.next_token(torch.tensor(x)))
+            out.append(x)
+        return out
+
+    # each prompt holds the chain that follows its last token, so a draft of it is right
+    prompts = [tuple([a] + chain(a, 20) + [b, a]) for a, b in ((5, 30), (11, 31), (13, 32), (17, 33))]
+    stop = chain(13, 9)[-1]  # the third prompt's continuation reaches a stop token at its 9th token
+    calls = []
+
+    def run(d):
+        calls.clear()
+        hook = model.model.register_forward_hook(lambda *_: calls.append(1))
+        try:
+            with torch.inference_mode():
+                return decoding.greedy_continuations(copier, prompts, max_new_tokens=18, stop_ids=[stop],
+                                                     pad_id=tokenizer.pad_token_id, batch_size=4, show_progress=False,
+                                                     draft_tokens=d)
+        finally:
+            hook.remove()
+
+    plain = run(0)
+    plain_calls = len(calls)
+    assert plain[2][-1] == stop and len(plain[2]) == 9 and len(plain[0]) == 18
+    assert run(6) == plain
+    assert len(calls) * 2.5 < plain_calls  # 18 tokens in 3 steps of up to 7, not 18 steps
