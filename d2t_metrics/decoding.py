@@ -464,11 +464,13 @@ class PromptLookup:
 
 
 def _decode_rows_drafting(model, cache, mask, rests: Sequence[Sequence[int]], prompts: Sequence[Sequence[int]],
-                          max_new_tokens: int, stop, pad_id: int, draft_tokens: int) -> List[List[int]]:
+                          max_new_tokens: int, stop, pad_id: int, draft_tokens: int, budget: int) -> List[List[int]]:
     """:func:`_decode_rows` with drafted tokens: each step feeds a row its last token and up to
     ``draft_tokens`` drafted ones (:class:`PromptLookup` over ``prompts``, the rows' whole prompts),
     and keeps the model's greedy choices as far as the draft agrees with them, plus the model's next
-    choice. Positions of rejected drafts stay in the cache as holes in the mask (weighing nothing)."""
+    choice. Positions of rejected drafts stay in the cache as holes in the mask (weighing nothing),
+    so drafts shrink, down to none, where the cache would pass ``budget`` (row, position) pairs
+    (:func:`token_bounds`); what is kept never depends on them."""
     logits, mask, position = _run_rests(model, cache, mask, rests, pad_id)
     length = cache.get_seq_length()
     # each step writes at most draft_tokens + 1 positions and keeps at least one token
@@ -489,7 +491,8 @@ def _decode_rows_drafting(model, cache, mask, rests: Sequence[Sequence[int]], pr
             keep = torch.tensor(going, device=mask.device)
             mask, position = mask[keep], position[keep]
             alive = [alive[r] for r in going]
-        drafts = [lookups[i].draft(min(draft_tokens, max_new_tokens - len(out[i]) - 1)) for i in alive]
+        room = min(draft_tokens, budget // len(alive) - mask.shape[1] - 1)  # the holes cost memory
+        drafts = [lookups[i].draft(min(room, max_new_tokens - len(out[i]) - 1)) for i in alive]
         width = 1 + max(len(d) for d in drafts)
         ids = torch.tensor([[out[i][-1]] + d + [pad_id] * (width - 1 - len(d)) for i, d in zip(alive, drafts)],
                            dtype=torch.long, device=mask.device)
@@ -541,10 +544,11 @@ def greedy_continuations(model, token_ids: Sequence[Sequence[int]], max_new_toke
     device = next(model.parameters()).device
     stop = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
     drafting = draft_tokens_for(device, draft_tokens)
+    budget = token_bounds(model, device)[0] if drafting else 0
 
     def decode(cache, mask, rests, prompts):
         if drafting:
-            return _decode_rows_drafting(model, cache, mask, rests, prompts, max_new_tokens, stop, pad_id, drafting)
+            return _decode_rows_drafting(model, cache, mask, rests, prompts, max_new_tokens, stop, pad_id, drafting, budget)
         return _decode_rows(model, cache, mask, rests, max_new_tokens, stop, pad_id)
 
     return _run_sharing_prefixes(model, token_ids, decode, batch_size, batch_size, chunk_batches, pad_id, show_progress, desc)

@@ -514,3 +514,39 @@ def test_drafts_the_model_agrees_with_save_steps_and_stop_where_a_stop_token_is_
     assert plain[2][-1] == stop and len(plain[2]) == 9 and len(plain[0]) == 18
     assert run(6) == plain
     assert len(calls) * 2.5 < plain_calls  # 18 tokens in 3 steps of up to 7, not 18 steps
+
+
+def test_drafts_shrink_to_none_where_their_holes_would_pass_the_memory_bound(varied_lm, monkeypatch):
+    """Rejected drafts hold cache positions: a step drafts only as much as keeps the batch's cache
+    within the device's decoding bound (here the CPU's, made small), down to plain steps, and the
+    tokens kept are the same."""
+    from d2t_metrics import decoding
+
+    tokenizer, model = varied_lm
+    copier = CopyingDecoder(model, len(tokenizer))
+    chain, x = [], 5
+    for _ in range(20):
+        x = int(copier.next_token(torch.tensor(x)))
+        chain.append(x)
+    prompt = tuple([5] + chain + [30, 5])  # 23 tokens holding the continuation of its last one
+    steps = []  # (tokens fed a row, cache positions the mask then covers) of each decoding step
+
+    def run(bound):
+        monkeypatch.setattr(decoding, "DECODE_BATCH_TOKENS", bound)
+        steps.clear()
+        hook = model.model.register_forward_hook(
+            lambda _m, _a, kwargs, _o: steps.append((kwargs["input_ids"].shape[1], kwargs["attention_mask"].shape[1])),
+            with_kwargs=True)
+        try:
+            with torch.inference_mode():
+                return decoding.greedy_continuations(copier, [prompt], max_new_tokens=12, stop_ids=[],
+                                                     pad_id=tokenizer.pad_token_id, show_progress=False, draft_tokens=6)
+        finally:
+            hook.remove()
+
+    free = run(10**6)
+    assert max(width for width, _ in steps[2:]) == 7  # after the prefix pass and the row's own token
+    tight = run(23 + 4)
+    assert tight == free == [chain[:12]]
+    drafted = [(width, held) for width, held in steps[2:] if width > 1]
+    assert drafted and all(held <= 23 + 4 for _, held in drafted) and max(w for w, _ in drafted) < 7
