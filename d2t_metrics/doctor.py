@@ -73,6 +73,18 @@ NEEDS: Dict[str, Dict[str, Needs]] = {
 }
 
 
+# Metrics that run other metrics need what those need: semantic_accuracy's configs and their
+# components (metric, config), as metrics/semantic_accuracy/weights.json lists them (a test keeps
+# the two in step). Their checkpoints are the components' own (checkpoints/<component>/).
+COMPONENTS: Dict[str, Dict[str, Tuple[Tuple[str, Optional[str]], ...]]] = {
+    "semantic_accuracy": {
+        "default": (("nli_semantic_accuracy", "default"), ("data_questeval", None), ("fact_accuracy", "default"),
+                    ("dae", "default")),
+        "fast": (("nli_semantic_accuracy", "default"), ("dae", "rule"), ("fact_accuracy", "openie")),
+    },
+}
+
+
 @dataclass(frozen=True)
 class Check:
     """One thing a metric needs, whether it is here, and the command that brings it."""
@@ -160,7 +172,16 @@ def checkpoint_check(name: str, checkpoints_dir: Optional[str]) -> Check:
 def metric_checks(name: str, config: Optional[str] = None, checkpoints_dir: Optional[str] = None,
                   with_model: bool = True) -> List[Check]:
     """Every check of metric ``name`` in ``config``; ``with_model=False`` (a ``--model`` of
-    the user's own) leaves out the project's bases and checkpoint, which it does not use."""
+    the user's own) leaves out the project's bases and checkpoint, which it does not use. A metric
+    made of others (:data:`COMPONENTS`) needs what each of them needs, each thing checked once."""
+    if name in COMPONENTS:
+        table = COMPONENTS[name]
+        checks = {}
+        for component, component_config in table.get(config or "default", table["default"]):
+            for check in metric_checks(component, component_config, checkpoints_dir, with_model):
+                checks.setdefault((check.kind, check.what), check)
+        order = ("code", "base", "checkpoint")
+        return sorted(checks.values(), key=lambda c: order.index(c.kind))  # stable: first seen first within a kind
     needs = needs_of(name, config)
     if needs is None:
         return []

