@@ -251,9 +251,10 @@ class NLIScorer:
         """Per pair: its features, the hypothesis part of each, and ``truncated``.
         A pair that fits is one feature, exactly as the tokenizer encodes it."""
         enc = self.tokenizer(list(premises), list(hypotheses), truncation=False, add_special_tokens=True, verbose=False)
+        columns = {k: enc[k] for k in enc.keys()}  # read once: each enc[k] costs a lookup through BatchEncoding
         plans = []
         for i in range(len(premises)):
-            feature = {k: enc[k][i] for k in enc.keys()}
+            feature = {k: column[i] for k, column in columns.items()}
             if len(feature["input_ids"]) <= self.max_length:
                 plans.append(([feature], [0], False))
             elif getattr(self.tokenizer, "is_fast", False):
