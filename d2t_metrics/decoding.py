@@ -1,5 +1,5 @@
 """Greedy decoding and beam search for many prompts that begin alike, on a
-CPU budget.
+CPU's budget and at a GPU's scale.
 
 The prompts d2t-metrics generates from repeat themselves: the questions
 Data-QuestEval asks about one text share the text, and the outputs of the
@@ -38,16 +38,19 @@ are. Each batch is the one decoded alone; a chunk of fewer batches than
 workers is cut into as many, which changes a row's batch, and so its float32
 sums only as batching always may (the outputs of the bundled lines, the
 hostile inputs and WebNLG samples stayed byte-identical: RESULTS.md
-`quiet_checks`). A GPU decodes one batch at a time, without cuDNN's attention
+`quiet_checks`). On an x86-64 CPU the models
+:func:`d2t_metrics.generator.load_generator` loads run their linear layers
+by oneDNN on weights packed once (:mod:`d2t_metrics.cpu_linear`), and each
+chunk gives its freed memory back to the system when it ends.
+
+A GPU decodes one batch at a time, without cuDNN's attention
 (:data:`CUDA_SDPA_BACKENDS`), its batches' caches bounded by its free memory
-(:func:`token_bounds`), and greedy decoding there drafts tokens from the prompt
-(:class:`PromptLookup`) and keeps those the model agrees with: a GPU's step costs
-about the same for several tokens a row as for one. On fact_accuracy's extraction
-of 64 WebNLG outputs this took 97 forward calls instead of 244, outputs
-byte-identical (CPU float32, where it costs 1.6x the time and is off). On an x86-64 CPU the
-models :func:`d2t_metrics.generator.load_generator` loads run their linear
-layers by oneDNN on weights packed once (:mod:`d2t_metrics.cpu_linear`), and
-each chunk gives its freed memory back to the system when it ends.
+(:func:`token_bounds`), and greedy decoding there drafts tokens from the
+prompt (:class:`PromptLookup`) and keeps those the model agrees with: a
+GPU's step costs about the same for several tokens a row as for one. On
+fact_accuracy's extraction of 64 WebNLG outputs this took 97 forward calls
+instead of 244, outputs byte-identical (counted on a CPU in float32; a CPU's
+step grows with its tokens, so there drafting cost 1.6x the time and is off).
 
 Only decoders whose forward takes ``position_ids``, a 2-D ``attention_mask``
 with holes and a :class:`transformers.DynamicCache` are run this way
