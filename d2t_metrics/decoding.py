@@ -86,8 +86,9 @@ CHUNK_TOKENS_PER_ROW = 512
 # prefix pass reads at most PREFILL_BATCH_TOKENS tokens, padding included; a chunk keeps the
 # prefixes of at most CHUNK_TOKENS tokens while it decodes. A prompt longer than a bound is a
 # batch of its own. They bound beam search (:func:`beam_continuations`: a prompt's cache is held
-# once per beam); greedy decoding keeps its batches of batch_size prompts (fact_accuracy's
-# extractor stays at 1.5 GB on that text, and smaller batches cost it 1.4x). Measured on a quiet
+# once per beam); greedy decoding keeps its batches of batch_size prompts on a CPU (fact_accuracy's
+# extractor stays at 1.5 GB on that text, and smaller batches cost it 1.4x), and keeps to the
+# bounds on CUDA (:func:`greedy_row_cost`). Measured on a quiet
 # 2-core CPU (RESULTS.md `quiet_checks`): the 100,000-character text peaks at 2.35-2.43 GB
 # (2.65-3.07 GB with a decoding bound of 8,192), and data_questeval on the bundled example lines
 # gives identical results at 1.08-1.17x the CPU time.
@@ -554,7 +555,18 @@ def greedy_continuations(model, token_ids: Sequence[Sequence[int]], max_new_toke
             return _decode_rows_drafting(model, cache, mask, rests, prompts, max_new_tokens, stop, pad_id, drafting, budget)
         return _decode_rows(model, cache, mask, rests, max_new_tokens, stop, pad_id)
 
-    return _run_sharing_prefixes(model, token_ids, decode, batch_size, batch_size, chunk_batches, pad_id, show_progress, desc)
+    return _run_sharing_prefixes(model, token_ids, decode, batch_size, batch_size, chunk_batches, pad_id, show_progress, desc,
+                                 row_cost=greedy_row_cost(device, max_new_tokens))
+
+
+def greedy_row_cost(device, max_new_tokens: int) -> Optional[Callable]:
+    """What a greedy row's cache may hold, for the device's bounds (:func:`token_bounds`): on CUDA its
+    prompt and new tokens, so that batches of a GPU's size shrink where its free memory is short (a
+    model training beside the metric, in a ``Trainer``'s ``compute_metrics``); on a CPU nothing, so
+    that greedy batches keep their ``batch_size`` rows there (smaller ones cost the extractor 1.4x)."""
+    if torch.device(device).type != "cuda":
+        return None
+    return lambda ids: len(ids) + int(max_new_tokens)
 
 
 def beam_continuations(model, token_ids: Sequence[Sequence[int]], num_beams: int, max_new_tokens: int,

@@ -550,3 +550,27 @@ def test_drafts_shrink_to_none_where_their_holes_would_pass_the_memory_bound(var
     assert tight == free == [chain[:12]]
     drafted = [(width, held) for width, held in steps[2:] if width > 1]
     assert drafted and all(held <= 23 + 4 for _, held in drafted) and max(w for w, _ in drafted) < 7
+
+
+def test_greedy_batches_on_a_gpu_keep_to_its_memory_bound(varied_lm, monkeypatch):
+    """On CUDA a greedy row costs its prompt and new tokens against the device's decoding bound, so a
+    GPU short of free memory (a training beside the metric) gets smaller batches; a CPU keeps
+    batch_size rows. Here the CUDA rule runs on the CPU, with a small bound: same continuations."""
+    from d2t_metrics import decoding
+
+    assert decoding.greedy_row_cost("cpu", 6) is None
+    assert decoding.greedy_row_cost(torch.device("cuda", 0), 6)((1, 2, 3)) == 3 + 6
+    tokenizer, model = varied_lm
+    prompts = [tuple(range(5 + i, 5 + i + 20 + 3 * i)) for i in range(8)]  # 20 to 41 tokens each
+
+    def run():
+        with OneTokenSteps(model) as counted, torch.inference_mode():
+            got = decoding.greedy_continuations(model, prompts, max_new_tokens=6, stop_ids=[], pad_id=tokenizer.pad_token_id,
+                                                batch_size=8, show_progress=False, draft_tokens=0)
+        return got, max(rows for rows, _ in counted.steps)
+
+    free, free_rows = run()
+    monkeypatch.setattr(decoding, "greedy_row_cost", lambda device, n: (lambda ids: len(ids) + n))
+    monkeypatch.setattr(decoding, "DECODE_BATCH_TOKENS", 41 + 6)  # room for one row of the longest prompt
+    bounded, bounded_rows = run()
+    assert bounded == free and bounded_rows == 1 < free_rows
