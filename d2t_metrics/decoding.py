@@ -608,6 +608,8 @@ def token_bounds(model, device) -> Tuple[int, int, int]:
     if device.type != "cuda":
         return DECODE_BATCH_TOKENS, PREFILL_BATCH_TOKENS, CHUNK_TOKENS
     free, _total = torch.cuda.mem_get_info(device)
+    # what this process's allocator holds unused is free to it too (a training beside the metric holds much)
+    free += max(0, torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
     pairs = int(GPU_MEMORY_SHARE * free / kv_bytes_per_position(model))
     return max(DECODE_BATCH_TOKENS, pairs), max(PREFILL_BATCH_TOKENS, pairs // 2), max(CHUNK_TOKENS, pairs)
 

@@ -409,11 +409,18 @@ def test_token_bounds_are_the_cpu_constants_on_a_cpu_and_a_share_of_free_memory_
     cpu = (decoding.DECODE_BATCH_TOKENS, decoding.PREFILL_BATCH_TOKENS, decoding.CHUNK_TOKENS)
     assert decoding.token_bounds(model, "cpu") == cpu
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (16 * 2**30, 80 * 2**30))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 0)
     pairs = int(decoding.GPU_MEMORY_SHARE * 16 * 2**30 / per_position)
     assert decoding.token_bounds(model, torch.device("cuda", 0)) == (pairs, pairs // 2, pairs)
     assert pairs > 100 * cpu[0]
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2**20, 80 * 2**30))  # a full GPU
     assert decoding.token_bounds(model, "cuda") == cpu
+    # ...but memory this process's allocator holds unused (a training's cache) counts as free to it
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 12 * 2**30)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 4 * 2**30)
+    pairs = int(decoding.GPU_MEMORY_SHARE * (2**20 + 8 * 2**30) / per_position)
+    assert decoding.token_bounds(model, "cuda") == (pairs, pairs // 2, pairs)
 
 
 def test_prompt_lookup_drafts_what_followed_the_latest_earlier_occurrence():
