@@ -409,33 +409,6 @@ def _run_rests(model, cache, mask, rests: Sequence[Sequence[int]], pad_id: int):
     return logits, mask, positions[:, -1:]
 
 
-def _decode_rows(model, cache, mask, rests: Sequence[Sequence[int]], max_new_tokens: int, stop, pad_id: int) -> List[List[int]]:
-    """Greedy continuations (up to and with the stop token) of rows whose prefixes are in ``cache``."""
-    logits, mask, position = _run_rests(model, cache, mask, rests, pad_id)
-    # room for new tokens: a step writes its position in place instead of copying the cache
-    length = cache.get_seq_length()
-    cache = _room_for(cache, len(rests), length + min(max_new_tokens, FIRST_ROOM), limit=length + max_new_tokens)
-    alive = list(range(len(rests)))
-    out: List[List[int]] = [[] for _ in rests]
-    for step in range(max_new_tokens):
-        chosen = logits.argmax(-1)
-        stopped = torch.isin(chosen, stop)
-        for i, token in zip(alive, chosen.tolist()):
-            out[i].append(token)
-        if step == max_new_tokens - 1 or bool(stopped.all()):
-            break
-        if bool(stopped.any()):  # a finished row leaves the batch
-            keep = (~stopped).nonzero().flatten()
-            _keep_rows(cache, keep.tolist())
-            mask, position, chosen = mask[keep], position[keep], chosen[keep]
-            alive = [alive[k] for k in keep.tolist()]
-        mask = torch.cat([mask, mask.new_ones(len(alive), 1)], dim=1)
-        position = position + 1
-        logits = model(input_ids=chosen[:, None], attention_mask=mask, position_ids=position, cache=cache, use_cache=True,
-                       logits_to_keep=1).logits[:, -1]
-    return out
-
-
 class PromptLookup:
     """Drafts for one row: the tokens that followed the latest earlier occurrence of the row's last
     :data:`DRAFT_NGRAMS` tokens, in its prompt or in what it generated (prompt lookup decoding).
@@ -467,25 +440,26 @@ class PromptLookup:
         return []
 
 
-def _decode_rows_drafting(model, cache, mask, rests: Sequence[Sequence[int]], prompts: Sequence[Sequence[int]],
-                          max_new_tokens: int, stop, pad_id: int, draft_tokens: int, budget: int) -> List[List[int]]:
-    """:func:`_decode_rows` with drafted tokens: each step feeds a row its last token and up to
-    ``draft_tokens`` drafted ones (:class:`PromptLookup` over ``prompts``, the rows' whole prompts),
-    and keeps the model's greedy choices as far as the draft agrees with them, plus the model's next
-    choice. Positions of rejected drafts stay in the cache as holes in the mask (weighing nothing),
-    so drafts shrink, down to none, where the cache would pass ``budget`` (row, position) pairs
-    (:func:`token_bounds`); what is kept never depends on them."""
+def _decode_rows(model, cache, mask, rests: Sequence[Sequence[int]], prompts: Sequence[Sequence[int]],
+                 max_new_tokens: int, stop, pad_id: int, draft_tokens: int = 0, budget: int = 0) -> List[List[int]]:
+    """Greedy continuations (up to and with the stop token) of rows whose prefixes are in ``cache``;
+    a row leaves the batch once it stops. With ``draft_tokens``, each step feeds a row its last token
+    and up to that many drafted ones (:class:`PromptLookup` over ``prompts``, the rows' whole
+    prompts), and keeps the model's greedy choices as far as the draft agrees with them, plus the
+    model's next choice. Positions of rejected drafts stay in the cache as holes in the mask
+    (weighing nothing), so drafts shrink, down to none, where the cache would pass ``budget`` (row,
+    position) pairs (:func:`token_bounds`); what is kept never depends on them. Without drafts a
+    step is one token a row, as it always was."""
     logits, mask, position = _run_rests(model, cache, mask, rests, pad_id)
     length = cache.get_seq_length()
-    # each step writes at most draft_tokens + 1 positions and keeps at least one token
+    # room for new tokens, written in place (RoomyLayer); a step writes at most draft_tokens + 1
+    # positions and keeps at least one token
     cache = _room_for(cache, len(rests), length + min(max_new_tokens, FIRST_ROOM),
                       limit=length + max_new_tokens * (draft_tokens + 1))
     stops = set(stop.tolist())
     alive = list(range(len(rests)))
     out: List[List[int]] = [[token] for token in logits.argmax(-1).tolist()]
-    lookups = [PromptLookup(p) for p in prompts]
-    for i in alive:
-        lookups[i].extend(out[i])
+    lookups = [PromptLookup(list(p) + out[i]) for i, p in enumerate(prompts)] if draft_tokens else None
     while True:
         going = [r for r, i in enumerate(alive) if out[i][-1] not in stops and len(out[i]) < max_new_tokens]
         if not going:
@@ -495,8 +469,11 @@ def _decode_rows_drafting(model, cache, mask, rests: Sequence[Sequence[int]], pr
             keep = torch.tensor(going, device=mask.device)
             mask, position = mask[keep], position[keep]
             alive = [alive[r] for r in going]
-        room = min(draft_tokens, budget // len(alive) - mask.shape[1] - 1)  # the holes cost memory
-        drafts = [lookups[i].draft(min(room, max_new_tokens - len(out[i]) - 1)) for i in alive]
+        if lookups is None:
+            drafts = [[] for _ in alive]
+        else:
+            room = min(draft_tokens, budget // len(alive) - mask.shape[1] - 1)  # the holes cost memory
+            drafts = [lookups[i].draft(min(room, max_new_tokens - len(out[i]) - 1)) for i in alive]
         width = 1 + max(len(d) for d in drafts)
         ids = torch.tensor([[out[i][-1]] + d + [pad_id] * (width - 1 - len(d)) for i, d in zip(alive, drafts)],
                            dtype=torch.long, device=mask.device)
@@ -513,7 +490,8 @@ def _decode_rows_drafting(model, cache, mask, rests: Sequence[Sequence[int]], pr
                 kept = t + 1
                 if token in stops or len(out[i]) >= max_new_tokens or t >= len(draft) or draft[t] != token:
                     break
-            lookups[i].extend(out[i][len(out[i]) - kept:])
+            if lookups is not None:
+                lookups[i].extend(out[i][len(out[i]) - kept:])
             fed.append(kept)
         fed_t = torch.tensor(fed, device=mask.device)
         mask[:, -width:] = (torch.arange(width, device=mask.device)[None, :] < fed_t[:, None]).to(mask.dtype)
@@ -544,19 +522,17 @@ def greedy_continuations(model, token_ids: Sequence[Sequence[int]], max_new_toke
     ``batch_size`` sorted by the length of their own tokens, so little padding
     is computed, and decode until every row has stopped. With ``draft_tokens`` (default: on a GPU
     only, :func:`draft_tokens_for`) each step also checks that many tokens a row drafted from its
-    prompt (:func:`_decode_rows_drafting`)."""
+    prompt (:func:`_decode_rows`)."""
     device = next(model.parameters()).device
     stop = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
     drafting = draft_tokens_for(device, draft_tokens)
-    budget = token_bounds(model, device)[0] if drafting else 0
+    bounds = token_bounds(model, device)
 
     def decode(cache, mask, rests, prompts):
-        if drafting:
-            return _decode_rows_drafting(model, cache, mask, rests, prompts, max_new_tokens, stop, pad_id, drafting, budget)
-        return _decode_rows(model, cache, mask, rests, max_new_tokens, stop, pad_id)
+        return _decode_rows(model, cache, mask, rests, prompts, max_new_tokens, stop, pad_id, drafting, bounds[0])
 
     return _run_sharing_prefixes(model, token_ids, decode, batch_size, batch_size, chunk_batches, pad_id, show_progress, desc,
-                                 row_cost=greedy_row_cost(device, max_new_tokens))
+                                 row_cost=greedy_row_cost(device, max_new_tokens), bounds=bounds)
 
 
 def greedy_row_cost(device, max_new_tokens: int) -> Optional[Callable]:
@@ -691,7 +667,8 @@ def _map_side_by_side(work: Callable, jobs: list, workers: int, threads: int):
 
 
 def _run_sharing_prefixes(model, token_ids, decode, rows_per_batch: int, batch_size: int, chunk_batches: int, pad_id: int,
-                          show_progress: bool, desc: str, row_cost: Optional[Callable] = None) -> list:
+                          show_progress: bool, desc: str, row_cost: Optional[Callable] = None,
+                          bounds: Optional[Tuple[int, int, int]] = None) -> list:
     """``decode(cache, mask, rests, prompts)`` over batches of ``rows_per_batch`` prompts, prefixes run once (see
     above). With ``row_cost`` (the cache positions a prompt's rows hold; beam search), a batch holds
     fewer prompts where their costs pass the device's decoding bound, and prefix passes and chunks
@@ -704,7 +681,7 @@ def _run_sharing_prefixes(model, token_ids, decode, rows_per_batch: int, batch_s
             raise ValueError(f"prompt {i} has no tokens: a decoder needs at least one to continue")
     device = next(model.parameters()).device
     workers, threads = decode_workers(device)
-    bounds = token_bounds(model, device) if bounded else None
+    bounds = (bounds or token_bounds(model, device)) if bounded else None  # the caller's, when it has them
     groups = prefix_groups(token_ids)
     chunk_tokens = batch_size * CHUNK_TOKENS_PER_ROW
     if bounded:
