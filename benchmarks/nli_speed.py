@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import importlib.util
 import os
 import platform
 import time
@@ -38,6 +39,7 @@ import torch
 from benchmarks.nli_quality import model_name, nli_benchmark_parser, shared_data
 from benchmarks.results_md import markdown_table, write_section
 from d2t_metrics.checkpoints import checkpoint_fingerprint
+from d2t_metrics.decoding import decoding_attention
 from d2t_metrics.tables import parse_table
 from d2t_metrics.verbalize import Verbalizer
 from metrics.nli_semantic_accuracy.checks import fitted_threshold, load_calibration, make_facts, plan_checks
@@ -117,24 +119,42 @@ def main(argv=None):
         "guarded": lambda: bf16(premises, hyps, batch_size=args.batch_size, show_progress=False, exact_near=near),
         "onnx": lambda: scorer(premises, hyps, batch_size=args.batch_size, show_progress=False, backend="onnx"),
     }
+    on_cuda = scorer.device.type == "cuda"
+    # ONNX Runtime's path is a CPU one (d2t_metrics.onnx_backend), and the lent GPU machines do not carry it
+    with_onnx = not on_cuda and importlib.util.find_spec("onnxruntime") is not None
+    if not with_onnx:
+        del paths["onnx"]
+    if on_cuda:
+        # The decoding loop runs without cuDNN's attention on CUDA (it waited 1.5 ms a call on the host for each
+        # new key length, RESULTS.md gpu_checks); the encoders still take torch's choice. Does a first call over a
+        # corpus (a new padded length per batch) pay the same? This path goes first in the first round, so it,
+        # not torch's choice, carries whatever first-touch costs the two share.
+        def no_cudnn():
+            with decoding_attention(scorer.device):
+                return scorer(premises, hyps, batch_size=args.batch_size, show_progress=False)
+        paths = {"batched_nocudnn": no_cudnn, **paths}
     # Warm up every path (first calls allocate; ONNX exports its graph once, the re-check loads its float32 copy).
     scorer(premises[:64], hyps[:64], batch_size=args.batch_size, show_progress=False)
     one_at_a_time(scorer, pairs[:8], True)
     one_at_a_time(scorer, pairs[:8], False)
     bf16(premises[:64], hyps[:64], batch_size=args.batch_size, show_progress=False, exact_near=["argmax"])
-    scorer(premises[:64], hyps[:64], batch_size=args.batch_size, show_progress=False, backend="onnx")
+    if with_onnx:
+        scorer(premises[:64], hyps[:64], batch_size=args.batch_size, show_progress=False, backend="onnx")
     # Rounds of every path in turn; each path's best round is kept: the machine's pace drifts (a one-pair
     # loop read 54-68 checks/s in one hour on the same quiet machine), the best round is the least disturbed.
     seconds = {name: float("inf") for name in paths}
+    first_round = {}
     results = {}
     for _ in range(max(1, args.repeats)):
         for name, run in paths.items():
             t0 = time.perf_counter()
             results[name] = run()
-            seconds[name] = min(seconds[name], time.perf_counter() - t0)
+            took = time.perf_counter() - t0
+            first_round.setdefault(name, took)
+            seconds[name] = min(seconds[name], took)
     rescored = bf16.rescored  # its last call was the guarded one (ONNX runs on the float32 scorer)
-    batched, reference, looped, halved, guarded, onnx = (results[k] for k in ("batched", "reference", "loop", "bf16", "guarded", "onnx"))
-    t_batched, t_reference, t_loop, t_bf16, t_guarded, t_onnx = (seconds[k] for k in ("batched", "reference", "loop", "bf16", "guarded", "onnx"))
+    batched, reference, looped, halved, guarded = (results[k] for k in ("batched", "reference", "loop", "bf16", "guarded"))
+    t_batched, t_reference, t_loop, t_bf16, t_guarded = (seconds[k] for k in ("batched", "reference", "loop", "bf16", "guarded"))
 
     def argmax(p):
         return max(range(len(p)), key=p.__getitem__)
@@ -150,10 +170,12 @@ def main(argv=None):
     agree_both, _ = agreement(both)
     # ONNX Runtime (``backend="onnx"``, d2t_metrics.onnx_backend): the same batches and float32 weights,
     # another library's kernels; labels and the calibrated decision compared.
-    agree_onnx, diff_onnx = agreement(onnx)
     e = scorer.entailment_index
-    same_decision = (sum((a[e] >= t_fitted) == (b[e] >= t_fitted) for a, b in zip(batched, onnx))
-                     if t_fitted is not None else None)
+    if with_onnx:
+        onnx, t_onnx = results["onnx"], seconds["onnx"]
+        agree_onnx, diff_onnx = agreement(onnx)
+        same_decision = (sum((a[e] >= t_fitted) == (b[e] >= t_fitted) for a, b in zip(batched, onnx))
+                         if t_fitted is not None else None)
     same_guarded = (sum((a[e] >= t_fitted) == (b[e] >= t_fitted) for a, b in zip(batched, guarded))
                     if t_fitted is not None else agreement(guarded)[0])
     rows = [
@@ -165,9 +187,10 @@ def main(argv=None):
          f"{t_reference / t_bf16:.2f}×", f"{t_loop / t_bf16:.2f}×"],
         ["metric with `dtype=torch.bfloat16`: pairs near its decision scored again in float32 (`exact_labels=True`, the default)",
          n, f"{t_guarded:.1f}", f"{n / t_guarded:.1f}", f"**{t_reference / t_guarded:.2f}×**", f"{t_loop / t_guarded:.2f}×"],
-        ["metric with `backend=\"onnx\"` (opt-in, ONNX Runtime, float32)", n, f"{t_onnx:.1f}", f"{n / t_onnx:.1f}",
-         f"**{t_reference / t_onnx:.2f}×**", f"{t_loop / t_onnx:.2f}×"],
     ]
+    if with_onnx:
+        rows.append(["metric with `backend=\"onnx\"` (opt-in, ONNX Runtime, float32)", n, f"{t_onnx:.1f}", f"{n / t_onnx:.1f}",
+                     f"**{t_reference / t_onnx:.2f}×**", f"{t_loop / t_onnx:.2f}×"])
     table = markdown_table(["path", "checks", "seconds", "checks/s", "vs reference style", "vs inference-mode loop"], rows)
     summary = (
         f"{n_examples} outputs, {n} checks, {n_distinct} distinct pairs ({n - n_distinct} repeats: outputs that several "
@@ -178,11 +201,25 @@ def main(argv=None):
         f"metric's decision ({rescored} of {n_distinct} distinct pairs scored again) its labels identical for "
         f"{same_guarded}/{n}; near the paper's argmax decision too ({rescored_both} scored again) the argmax labels "
         f"{agree_both}/{n}; CPU bf16 support: "
-        f"{cpu_bf16_flags() or 'none found'}. ONNX (float32): labels identical to the metric's for {agree_onnx}/{n} "
-        f"checks, largest probability difference {diff_onnx:.2e}"
-        + (f"; the calibrated decision (entailment ≥ t = {t_fitted:.6g}) identical for {same_decision}/{n}" if same_decision is not None else "")
-        + f"; ONNX Runtime {version('onnxruntime')}, time after a warm-up call that exports the graph once."
+        f"{cpu_bf16_flags() or 'none found'}."
     )
+    if with_onnx:
+        summary += (
+            f" ONNX (float32): labels identical to the metric's for {agree_onnx}/{n} "
+            f"checks, largest probability difference {diff_onnx:.2e}"
+            + (f"; the calibrated decision (entailment ≥ t = {t_fitted:.6g}) identical for {same_decision}/{n}" if same_decision is not None else "")
+            + f"; ONNX Runtime {version('onnxruntime')}, time after a warm-up call that exports the graph once."
+        )
+    if on_cuda:
+        nocudnn = results["batched_nocudnn"]
+        agree_nc, diff_nc = agreement(nocudnn)
+        cuda_rows = [[name, f"{first_round[name]:.2f}", f"{seconds[name]:.2f}", f"{t_reference / first_round[name]:.2f}×",
+                      f"{t_reference / seconds[name]:.2f}×"]
+                     for name in ("batched_nocudnn", "batched", "bf16")]
+        table += "\n\nOn CUDA, first round (new batch shapes) against the best round:\n\n" + markdown_table(
+            ["path", "first round s", "best round s", "first vs reference style", "best vs reference style"], cuda_rows)
+        summary += (f" Without cuDNN's attention (`decoding.CUDA_SDPA_BACKENDS`): argmax labels identical to torch's "
+                    f"choice for {agree_nc}/{n}, largest probability difference {diff_nc:.2e}.")
     print(table)
     print(summary)
     if not args.no_write:
@@ -194,7 +231,7 @@ def main(argv=None):
             f"({platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads {args.threads}); "
             f"the first {n_examples} {'E2E primary-system' if args.data == 'e2e' else 'WebNLG 2017 human-evaluation'} outputs "
             f"grouped by MR, default templates. All paths timed in the same run, in turn, {args.repeats} round(s); each path's "
-            f"best round kept. No GPU was available to this task.\n\n"
+            f"best round kept. {'GPU: ' + torch.cuda.get_device_name(0) + '.' if on_cuda else 'No GPU was available to this task.'}\n\n"
             + table + "\n\n" + summary + "\n"
         )
         write_section(f"nli_speed_{args.data}", md)

@@ -25,7 +25,8 @@ if [ "$(left)" -gt 150 ]; then
   pack
 fi
 mkdir -p "$D2T_SHARED/data/dae" && cp /tmp/stage_dae/summary_pairs.json "$D2T_SHARED/data/dae/"
-for m in $CK checkpoints/dae; do
+# RERANK_MODELS: which checkpoints rerank the summary pairs (default: the new one and checkpoints/dae)
+for m in ${RERANK_MODELS:-$CK checkpoints/dae}; do
   [ -d "$m" ] && [ "$(left)" -gt 45 ] || continue
   el "rerank $m"
   { echo "== $m"; timeout 60 python3 -m benchmarks.dae_rerank --model $m --device ${DEVICE:-cuda} --no-write 2>&1 | tail -8; } | tee -a $R/rerank.log
