@@ -33,6 +33,9 @@ from typing import Any, Dict, List, Tuple
 # padded as the whole input's (see the module docstring), small enough to share a few thousand
 # lines over several processes.
 BLOCK_LINES = 256
+# ... but one process on a GPU: a block holds a whole batch of the GPU's largest default
+# (models.GPU_GREEDY_BATCH_SIZE), so the command line does not cap what the metric's batching can fill.
+GPU_BLOCK_LINES = 1024
 # compute() arguments that hold one value per example (the others are options, passed to every block).
 PER_EXAMPLE_ARGUMENTS = ("predictions", "references", "tables", "sources")
 
@@ -42,6 +45,17 @@ def check_block_lines(value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"block lines must be an integer >= 0 (0: the whole input at once), got {value!r}")
     return value
+
+
+def default_block_lines(sharded: bool) -> int:
+    """Lines per block when the command line is given none: :data:`GPU_BLOCK_LINES` in one process
+    where torch sees a GPU, else :data:`BLOCK_LINES` (a sharded run deals out whole blocks, and
+    smaller ones share a few thousand lines more evenly)."""
+    if sharded:
+        return BLOCK_LINES
+    import torch  # lazy: the command line imports torch only when it scores
+
+    return GPU_BLOCK_LINES if torch.cuda.is_available() else BLOCK_LINES
 
 
 def block_bounds(start: int, end: int, block_lines: int) -> List[Tuple[int, int]]:
@@ -91,5 +105,5 @@ def splits_exactly(metric) -> bool:
     return isinstance(metric, D2TMetric) and type(metric).corpus_scores is not D2TMetric.corpus_scores
 
 
-__all__ = ["BLOCK_LINES", "PER_EXAMPLE_ARGUMENTS", "check_block_lines", "block_bounds", "shard_lines",
+__all__ = ["BLOCK_LINES", "GPU_BLOCK_LINES", "default_block_lines", "PER_EXAMPLE_ARGUMENTS", "check_block_lines", "block_bounds", "shard_lines",
            "block_arguments", "global_indices", "splits_exactly"]

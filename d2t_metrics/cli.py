@@ -91,7 +91,7 @@ from typing import Optional, Sequence
 from . import runner
 from . import sharding
 from . import timing
-from .blocks import BLOCK_LINES
+from .blocks import BLOCK_LINES, GPU_BLOCK_LINES, default_block_lines
 from .inputs import DTYPES
 from .resume import BlockStore
 from .runner import Corpus
@@ -152,6 +152,8 @@ def score(args) -> int:
     if args.output:
         check_output_path(args.output, args.overwrite or args.resume)  # a stopped run may have written part of it
     corpus = read_corpus(args.input)
+    if args.block_lines is None:
+        args.block_lines = default_block_lines(sharded=launch is not None)
     if args.timing:
         timing.reset()
 
@@ -311,8 +313,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a compute() option of one metric, e.g. parent.tokenizer=whitespace or dae.threshold=0.3 (repeatable; JSON values)")
     s.add_argument("--batch-size", type=int, help="batch size for model-based metrics")
     s.add_argument("--dtype", choices=DTYPES, help=runner.DTYPE_HELP)
-    s.add_argument("--block-lines", type=int, default=BLOCK_LINES, metavar="N",
-                   help=f"lines per compute() call (default {BLOCK_LINES}; 0: the whole input at once); a run sharded "
+    s.add_argument("--block-lines", type=int, default=None, metavar="N",
+                   help=f"lines per compute() call (default {BLOCK_LINES}, or {GPU_BLOCK_LINES} in one process on a GPU; "
+                        "0: the whole input at once); a run sharded "
                         "over processes writes what one process with the same N and threads per process writes, byte for byte")
     s.add_argument("--resume", action="store_true",
                    help="go on from the blocks a stopped run with the same --output finished (kept in <output>.blocks/ "
@@ -351,7 +354,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "score" and args.batch_size is not None and args.batch_size < 1:
         parser.error(f"--batch-size must be >= 1, got {args.batch_size}")
-    if args.command == "score" and args.block_lines < 0:
+    if args.command == "score" and args.block_lines is not None and args.block_lines < 0:
         parser.error(f"--block-lines must be >= 0 (0: the whole input at once), got {args.block_lines}")
     try:
         return args.func(args, rest) if args.command == "explain" else args.func(args)

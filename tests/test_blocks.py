@@ -195,6 +195,26 @@ def test_a_metric_is_computed_block_by_block_and_joined_in_order(counting, capsy
     assert scores == {"mean_length": sum(map(len, predictions)) / 7}  # the whole input's, from the joined examples
 
 
+def test_default_block_lines_are_gpu_sized_in_one_process_on_a_gpu(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert blocks.default_block_lines(sharded=False) == blocks.GPU_BLOCK_LINES == 1024
+    assert blocks.default_block_lines(sharded=True) == blocks.BLOCK_LINES == 256  # a sharded run deals out blocks
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert blocks.default_block_lines(sharded=False) == 256
+
+
+@pytest.mark.parametrize("gpu, calls", [(False, [256, 256, 88]), (True, [600])])
+def test_the_command_line_default_block_follows_the_device(counting, monkeypatch, gpu, calls):
+    import d2t_metrics.cli as cli
+
+    # (the metrics themselves would choose the GPU torch reports: only the block choice sees one here)
+    monkeypatch.setattr(cli, "default_block_lines", lambda sharded: blocks.GPU_BLOCK_LINES if gpu and not sharded else 256)
+    code, events, _ = counting([f"t{i}" for i in range(600)], "--overwrite")
+    assert code == 0 and [e["n"] for e in events if e["event"] == "compute"] == calls
+
+
 def test_block_lines_0_computes_the_whole_input_at_once(counting):
     code, events, written = counting(["a", "bb", "ccc"], "--block-lines", "0", "--overwrite")
     assert code == 0 and [e["n"] for e in events if e["event"] == "compute"] == [3]

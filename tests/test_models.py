@@ -76,6 +76,9 @@ def test_default_batch_size_is_gpu_sized_on_a_gpu_only(monkeypatch):
     assert default_batch_size("cuda:1") == default_batch_size(torch.device("cuda")) == models.GPU_BATCH_SIZE == 256
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert default_batch_size() == 32  # no device given: the one get_device picks
+    # greedy decoding's larger GPU default (fact_accuracy) is a GPU's only
+    assert default_batch_size("cuda", gpu=models.GPU_GREEDY_BATCH_SIZE) == 1024
+    assert default_batch_size("cpu", gpu=models.GPU_GREEDY_BATCH_SIZE) == 32
 
 
 def test_length_sorted_batches():

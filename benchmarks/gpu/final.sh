@@ -20,7 +20,7 @@ CK=/tmp/dae_work/dae_decoder
 pack
 if [ "$(left)" -gt 150 ]; then
   mkdir -p $R/gen
-  OUT=$R/gen N_FACT=${N_FACT:-500} N_DQ=${N_DQ:-100} FACT_BATCHES=${FACT_BATCHES:-256} DQ_BATCHES=${DQ_BATCHES:-256} \
+  OUT=$R/gen N_FACT=${N_FACT:-500} N_DQ=${N_DQ:-100} FACT_BATCHES=${FACT_BATCHES:-1024} DQ_BATCHES=${DQ_BATCHES:-256} \
     RUN_S=${RUN_S:-90} PROFILE_METRICS=${PROFILE_METRICS:-fact_accuracy} bash benchmarks/gpu/generative.sh 2>&1 | tee $R/gen/log.txt
   pack
 fi

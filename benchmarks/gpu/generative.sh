@@ -5,8 +5,8 @@
 # the GPU waits), nvidia-smi's utilization sampled every second. Every result lands in $OUT as it comes:
 #   <metric>_b<B>.jsonl (per-example output), .err (timing, log), .prof.txt (cProfile, top 40), gpu_util.csv,
 #   compare.txt (outputs identical across batch sizes? outputs/s of each run).
-#   OUT=$OUT [N_FACT=1000 N_DQ=200 FACT_BATCHES="256 1024" DQ_BATCHES="256 1024" RUN_S=150 PROFILE_METRICS=...] bash benchmarks/gpu/generative.sh
-# (256: the metrics' default on a GPU since 2026-11-29, a decoding step costing about the same for 32 or 256 rows)
+#   OUT=$OUT [N_FACT=1000 N_DQ=200 FACT_BATCHES="1024 256" DQ_BATCHES="256 1024" RUN_S=150 PROFILE_METRICS=...] bash benchmarks/gpu/generative.sh
+# (fact_accuracy defaults to 1,024 a batch on a GPU, data_questeval to 256: RESULTS.md gpu_checks)
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 need_stream t; need_stream g
@@ -34,7 +34,7 @@ score() {  # metric n batch [profile]
 # PROFILE_METRICS: the metrics whose first run goes under cProfile
 PROFILE_METRICS=" ${PROFILE_METRICS:-fact_accuracy data_questeval} "
 first=1; [[ "$PROFILE_METRICS" == *" fact_accuracy "* ]] || first=
-for b in ${FACT_BATCHES:-256 1024}; do score fact_accuracy "$N_FACT" "$b" ${first:+profile}; first=; done
+for b in ${FACT_BATCHES:-1024 256}; do score fact_accuracy "$N_FACT" "$b" ${first:+profile}; first=; done
 first=1; [[ "$PROFILE_METRICS" == *" data_questeval "* ]] || first=
 for b in ${DQ_BATCHES:-256 1024}; do score data_questeval "$N_DQ" "$b" ${first:+profile}; first=; done
 python3 - "$OUT" <<'PY' | tee -a "$OUT/compare.txt"

@@ -14,7 +14,7 @@ from d2t_metrics.inputs import decode_table
 from d2t_metrics.metric import D2TMetric
 from d2t_metrics.models import arithmetic_part
 from d2t_metrics.models import check_dtype
-from d2t_metrics.models import default_batch_size
+from d2t_metrics.models import GPU_GREEDY_BATCH_SIZE, default_batch_size
 from d2t_metrics.timing import stage
 from d2t_metrics.untrusted import blank_non_claims
 from d2t_metrics.untrusted import removed_pieces
@@ -261,7 +261,7 @@ class FactAccuracy(D2TMetric):
         if isinstance(extractor, OpenIEExtractor) or hasattr(extractor, "matcher"):
             extractor.matcher = matcher  # how OpenIE maps phrases onto a table's predicates
         if hasattr(extractor, "batch_size"):
-            extractor.batch_size = int(batch_size or default_batch_size(self.device_name))
+            extractor.batch_size = int(batch_size or default_batch_size(self.device_name, gpu=GPU_GREEDY_BATCH_SIZE))
         candidates = parsed if any(t is not None for t in parsed) else None
 
         # the end-to-end extractor leaves out what is not a claim itself (grounding); the others
