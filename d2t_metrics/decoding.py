@@ -767,9 +767,8 @@ def _beam_rows(model, cache, mask, rests: Sequence[Sequence[int]], k: int, max_n
     out: List[List[List[int]]] = [[] for _ in rests]
 
     def settle(rows: List[int]):
-        for r in rows:
-            i = alive[r]
-            out[i] = [finished_tokens[r, b, :finished_length[r, b]].tolist() for b in range(k) if finished[r, b]]
+        for r, beams in zip(rows, finished_beams(finished, finished_length, finished_tokens, rows)):
+            out[alive[r]] = beams
 
     for step in range(max_new_tokens):
         m = len(alive)
@@ -828,6 +827,15 @@ def _beam_rows(model, cache, mask, rests: Sequence[Sequence[int]], k: int, max_n
         log_probs = torch.log_softmax(logits.float(), dim=-1)
     settle(list(range(len(alive))))
     return out
+
+
+def finished_beams(finished, lengths, tokens, rows: Sequence[int]) -> List[List[List[int]]]:
+    """The finished beams' tokens of each of ``rows``: ``tokens[r, b, :lengths[r, b]]`` for each beam
+    ``b`` with ``finished[r, b]``. The rows are copied to the CPU at once: read element by element on a
+    GPU, each beam cost three waits for the device."""
+    index = torch.as_tensor(list(rows), dtype=torch.long, device=finished.device)
+    done, length, toks = finished[index].cpu().tolist(), lengths[index].cpu().tolist(), tokens[index].cpu().tolist()
+    return [[toks[j][b][:length[j][b]] for b in range(len(done[j])) if done[j][b]] for j in range(len(index))]
 
 
 def stop_token_ids(tokenizer, stop_strings: Sequence[str]) -> List[int]:

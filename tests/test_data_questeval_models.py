@@ -835,3 +835,34 @@ def test_real_webnlg_candidates_are_table_spans(shared):
         mention = item.text[c.text_span[0]: c.text_span[1]]
         squeeze = lambda text: "".join(qa_mod.normalize_answer(to_ascii(text)).split())  # noqa: E731
         assert squeeze(mention) == squeeze(c.value.value)
+
+
+def test_span_qa_reads_a_batch_with_one_copy_to_the_cpu_whatever_its_rows(text_qa, monkeypatch):
+    # on a GPU, reading each window's logits where they are cost launches and waits per row
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from test_decoding_speed import DeviceTensor
+
+    qa = SpanQA(text_qa)
+    forward = qa.model.forward
+
+    def on_device(*args, **kwargs):
+        out = forward(*args, **kwargs)
+        out.start_logits = out.start_logits.as_subclass(DeviceTensor)
+        out.end_logits = out.end_logits.as_subclass(DeviceTensor)
+        return out
+
+    monkeypatch.setattr(qa.model, "forward", on_device)
+    counts = {}
+    for n in (2, 12):
+        questions = [f"Where was person {i} born?" for i in range(n)]
+        contexts = [f"Person {i} was born in Wheeler, Texas, in 19{i:02d}." for i in range(n)]
+        windows = qa.windows(questions, contexts)[0]
+        DeviceTensor.ops = 0
+        readings = qa._read_batch(windows)
+        counts[n] = DeviceTensor.ops
+        monkeypatch.setattr(qa.model, "forward", forward)
+        assert readings == SpanQA.from_model(qa.tokenizer, qa.model, qa.recipe)._read_batch(windows)  # the same readings
+        monkeypatch.setattr(qa.model, "forward", on_device)
+    assert counts[2] == counts[12]

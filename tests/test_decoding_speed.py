@@ -581,3 +581,39 @@ def test_greedy_batches_on_a_gpu_keep_to_its_memory_bound(varied_lm, monkeypatch
     monkeypatch.setattr(decoding, "DECODE_BATCH_TOKENS", 41 + 6)  # room for one row of the longest prompt
     bounded, bounded_rows = run()
     assert bounded == free and bounded_rows == 1 < free_rows
+
+
+class DeviceTensor(torch.Tensor):
+    """Stands for a tensor on a GPU: counts the operations made on it (each a launch, and reading a
+    value a wait, on a real device); what ``.cpu()`` returns is a plain tensor again."""
+
+    ops = 0
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        DeviceTensor.ops += 1
+        out = super().__torch_function__(func, types, args, kwargs or {})
+        if func in (torch.Tensor.cpu,) and isinstance(out, torch.Tensor):
+            return out.as_subclass(torch.Tensor)
+        return out
+
+
+def test_finished_beams_are_read_with_one_copy_to_the_cpu_whatever_the_rows():
+    from d2t_metrics.decoding import finished_beams
+
+    def counted(n_rows):
+        g = torch.Generator().manual_seed(n_rows)
+        finished = (torch.rand(n_rows, 3, generator=g) > 0.3).as_subclass(DeviceTensor)
+        lengths = torch.randint(1, 6, (n_rows, 3), generator=g).as_subclass(DeviceTensor)
+        tokens = torch.randint(0, 50, (n_rows, 3, 6), generator=g).as_subclass(DeviceTensor)
+        rows = list(range(0, n_rows, 2))
+        DeviceTensor.ops = 0
+        got = finished_beams(finished, lengths, tokens, rows)
+        plain = [t.as_subclass(torch.Tensor) for t in (finished, lengths, tokens)]
+        expected = [[plain[2][r, b, :plain[1][r, b]].tolist() for b in range(3) if plain[0][r, b]] for r in rows]
+        return DeviceTensor.ops, got, expected
+
+    few, got_few, expected_few = counted(4)
+    many, got_many, expected_many = counted(64)
+    assert got_few == expected_few and got_many == expected_many  # the beams element-wise reading gave
+    assert few == many  # operations on the device do not grow with the rows

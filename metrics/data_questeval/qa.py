@@ -509,7 +509,11 @@ class SpanQA:
         device = next(self.model.parameters()).device
         with torch.inference_mode():
             out = self.model(**{k: v.to(device) for k, v in tensors.items()})
-        return [read_window(out.start_logits[r], out.end_logits[r], w, self.max_answer_tokens) for r, w in enumerate(batch)]
+            # each window is read on the CPU: on a GPU, reading row by row there cost a dozen kernel launches and
+            # four waits a window (8 of 35 s of a 100-output run on an H200, RESULTS.md gpu_checks); on a CPU
+            # these are the same tensors (float32 already), so the same numbers
+            start, end = out.start_logits.float().cpu(), out.end_logits.float().cpu()
+        return [read_window(start[r], end[r], w, self.max_answer_tokens) for r, w in enumerate(batch)]
 
     def answer(self, questions: Sequence[str], contexts: Sequence[str], batch_size: Optional[int] = None,
                show_progress: bool = True) -> List[QAResult]:
