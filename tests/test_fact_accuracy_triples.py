@@ -243,8 +243,8 @@ def test_metric_passes_the_tables_and_real_decoding_runs(trained_triples):
 
 
 def test_the_extractor_batch_is_the_devices_default_unless_given(trained_triples, monkeypatch):
-    """No batch_size: d2t_metrics.models.default_batch_size of the metric's device (256 on a GPU,
-    pretended here; 32 on a CPU); a given batch_size is kept."""
+    """No batch_size: d2t_metrics.models.default_batch_size of the metric's device, greedy decoding's
+    GPU size (1,024 on a GPU, pretended here; 32 on a CPU); a given batch_size is kept."""
     import sys
 
     import evaluate
@@ -253,8 +253,8 @@ def test_the_extractor_batch_is_the_devices_default_unless_given(trained_triples
     metric.extractor.max_new_tokens = 2
     module = sys.modules[type(metric).__module__]
     seen = []
-    monkeypatch.setattr(module, "default_batch_size", lambda device: seen.append(device) or 256)
+    monkeypatch.setattr(module, "default_batch_size", lambda device, gpu: seen.append((device, gpu)) or gpu)
     metric.compute(predictions=["Alan Bean was born in Wheeler."], tables=[BEAN], show_progress=False)
-    assert metric.extractor.batch_size == 256 and seen == ["cpu"]
+    assert metric.extractor.batch_size == 1024 and seen == [("cpu", 1024)]
     metric.compute(predictions=["Alan Bean was born in Wheeler."], tables=[BEAN], batch_size=3, show_progress=False)
-    assert metric.extractor.batch_size == 3 and seen == ["cpu"]
+    assert metric.extractor.batch_size == 3 and seen == [("cpu", 1024)]

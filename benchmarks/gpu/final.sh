@@ -12,10 +12,12 @@ R=/tmp/final; rm -rf $R; mkdir -p $R
 pack() { (cd $R && tar cf "$OUT/results.tar" .); }
 DEADLINE=$(( T0 + ${BUDGET_S:-420} ))
 left() { echo $(( DEADLINE - $(date +%s) )); }
-while [ ! -f /tmp/dae_work/exit ] && [ "$(left)" -gt "${KEEP_S:-200}" ]; do sleep 3; done
+# (no training started, as in a session that only measures: no wait)
+while [ -f /tmp/dae_work/bg.log ] && [ ! -f /tmp/dae_work/exit ] && [ "$(left)" -gt "${KEEP_S:-200}" ]; do sleep 3; done
 el "training exit $(cat /tmp/dae_work/exit 2>/dev/null || echo 'not done')"; tail -4 /tmp/dae_work/bg.log
 cp /tmp/dae_work/bg.log /tmp/dae_work/gpu_util.csv $R/ 2>/dev/null
 CK=/tmp/dae_work/dae_decoder
+[ -f /tmp/dae_work/bg.log ] || CK=/nonexistent  # a checkpoint only where this machine trained one
 [ -f $CK/d2t_config.json ] && (cd /tmp/dae_work && tar czf "$OUT/dae_decoder.tgz" dae_decoder train_log.txt $(ls dev_probs.json 2>/dev/null))
 pack
 if [ "$(left)" -gt 150 ]; then
@@ -24,9 +26,17 @@ if [ "$(left)" -gt 150 ]; then
     RUN_S=${RUN_S:-90} PROFILE_METRICS=${PROFILE_METRICS:-fact_accuracy} bash benchmarks/gpu/generative.sh 2>&1 | tee $R/gen/log.txt
   pack
 fi
-mkdir -p "$D2T_SHARED/data/dae" && cp /tmp/stage_dae/summary_pairs.json "$D2T_SHARED/data/dae/"
-# RERANK_MODELS: which checkpoints rerank the summary pairs (default: the new one and checkpoints/dae)
-for m in ${RERANK_MODELS:-$CK checkpoints/dae}; do
+# NLI_EXAMPLES: also time NLI against its one-pair loops on that many WebNLG outputs (each path's first round beside
+# its best, and a path without cuDNN's attention; 420 outputs took more than 75 s on the H200)
+if [ -n "${NLI_EXAMPLES:-}" ] && [ "$(left)" -gt 100 ]; then
+  el "nli_speed, $NLI_EXAMPLES outputs"
+  timeout $(( $(left) - 40 )) python3 -m benchmarks.nli_speed --data webnlg --examples "$NLI_EXAMPLES" --threads 16 --repeats 2 \
+    --no-write 2>&1 | grep -v "it/s" | tail -24 | tee $R/nli_speed.log
+  pack
+fi
+[ -f /tmp/stage_dae/summary_pairs.json ] && mkdir -p "$D2T_SHARED/data/dae" && cp /tmp/stage_dae/summary_pairs.json "$D2T_SHARED/data/dae/"
+# RERANK_MODELS: which checkpoints rerank the summary pairs (default: the new one and checkpoints/dae; empty: none)
+for m in ${RERANK_MODELS-$CK checkpoints/dae}; do
   [ -d "$m" ] && [ "$(left)" -gt 45 ] || continue
   el "rerank $m"
   { echo "== $m"; timeout 60 python3 -m benchmarks.dae_rerank --model $m --device ${DEVICE:-cuda} --no-write 2>&1 | tail -8; } | tee -a $R/rerank.log
