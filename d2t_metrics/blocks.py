@@ -1,7 +1,8 @@
 """The command line's unit of work: a metric scores its input in blocks of lines.
 
 ``d2t-metrics score`` calls a metric's ``compute()`` once per block of
-``--block-lines`` consecutive input lines (:data:`BLOCK_LINES` by default) and
+``--block-lines`` consecutive input lines (by default :data:`BLOCK_LINES`, or
+:data:`GPU_BLOCK_LINES` in one process on a GPU: :func:`default_block_lines`) and
 joins the blocks' per-example results, their corpus scores computed from them
 by the metric's :meth:`~d2t_metrics.metric.D2TMetric.corpus_scores`.
 
