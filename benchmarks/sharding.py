@@ -1,7 +1,7 @@
 """Throughput of ``d2t-metrics score`` in one process and sharded over several (torchrun), side by side.
 
     python -m benchmarks.sharding [--metric nli_semantic_accuracy] [--examples 400] [--processes 2] [--repeats 1]
-                                  [--block-lines N] [--write-results]
+                                  [--block-lines N] [--threads T] [--write-results]
 
 The first ``--examples`` WebNLG 2017 human-evaluation outputs (prediction and
 table, with their references) are written as a JSONL file and scored by the
@@ -30,6 +30,12 @@ whole-input run with the baseline; where two differ, the largest difference of
 any per-example number is given. The machine's load average before and after is printed, since a busy
 machine changes every figure. ``--write-results`` writes the table as section
 ``sharding_<metric>`` of benchmarks/RESULTS.md.
+
+With ``--threads T`` every process of every run has ``T`` threads (one process
+with ``T``, the shards with ``T`` each, the whole-input run with ``T``): on a
+machine with at least processes × ``T`` cores, issue #35's question of what
+sharding adds where one process leaves cores free, its output compared byte for
+byte with the one-process run's.
 """
 
 from __future__ import annotations
@@ -149,6 +155,10 @@ def main(argv=None) -> int:
     parser.add_argument("--block-lines", type=int, default=BLOCK_LINES,
                         help=f"score's --block-lines in every run but the whole-input one (default {BLOCK_LINES}); "
                              "a shard is whole blocks, so with fewer blocks than processes some process idles")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads of every process in every run (default: torch's own in one process, one per shard): "
+                             "on a machine with at least processes × threads cores, what sharding adds where a process "
+                             "leaves cores free")
     parser.add_argument("--write-results", action="store_true", help="write section 'sharding_<metric>' of benchmarks/RESULTS.md")
     args = parser.parse_args(argv)
 
@@ -162,7 +172,10 @@ def main(argv=None) -> int:
         check_splits(args.metric)
         blocks = args.block_lines
         # (processes, threads per process, --block-lines); the first is the baseline
-        configurations = [(1, None, blocks), (1, 1, blocks), (args.processes, None, blocks), (1, None, 0)]
+        if args.threads is None:
+            configurations = [(1, None, blocks), (1, 1, blocks), (args.processes, None, blocks), (1, None, 0)]
+        else:  # the same threads everywhere: the one-process run is the baseline the shards must equal byte for byte
+            configurations = [(1, args.threads, blocks), (args.processes, args.threads, blocks), (1, args.threads, 0)]
         for repeat in range(args.repeats):
             runs = []
             for processes, threads, block_lines in configurations:
@@ -173,13 +186,19 @@ def main(argv=None) -> int:
                       f"{block_lines or 'all'} lines: {wall:.1f} s wall, {scoring:.1f} s scoring", file=sys.stderr)
             base_wall, base_scoring = runs[0][3], runs[0][4]
             # (what, run, against which run): the shards against one process with their thread count, then the others
-            checks = [(f"{args.processes} processes (1 thread each)", 2, 1, "one process with 1 thread"),
-                      (f"{args.processes} processes (1 thread each)", 2, 0, "one process with torch's threads"),
-                      ("one process with 1 thread", 1, 0, "one process with torch's threads"),
-                      ("one process, the whole input at once", 3, 0, "the same in blocks")]
-            one_thread, shards = runs[1], runs[2]
-            notes.append(f"run {repeat + 1}: {args.processes} processes against one process with their thread count (1): "
-                         f"{one_thread[3] / shards[3]:.2f}x (wall), {one_thread[4] / shards[4]:.2f}x (scoring): how the "
+            if args.threads is None:
+                checks = [(f"{args.processes} processes (1 thread each)", 2, 1, "one process with 1 thread"),
+                          (f"{args.processes} processes (1 thread each)", 2, 0, "one process with torch's threads"),
+                          ("one process with 1 thread", 1, 0, "one process with torch's threads"),
+                          ("one process, the whole input at once", 3, 0, "the same in blocks")]
+                same_threads, shards, count = runs[1], runs[2], 1
+            else:
+                checks = [(f"{args.processes} processes ({args.threads} thread{'s' if args.threads > 1 else ''} each)", 1, 0,
+                           "one process with as many threads"),
+                          ("one process, the whole input at once", 2, 0, "the same in blocks")]
+                same_threads, shards, count = runs[0], runs[1], args.threads
+            notes.append(f"run {repeat + 1}: {args.processes} processes against one process with their thread count ({count}): "
+                         f"{same_threads[3] / shards[3]:.2f}x (wall), {same_threads[4] / shards[4]:.2f}x (scoring): how the "
                          "shards scale where a process leaves cores free")
             for what, i, j, against in checks:
                 same_scores = json.loads(runs[i][5]) == json.loads(runs[j][5])
@@ -197,7 +216,8 @@ def main(argv=None) -> int:
         f"### Sharding `d2t-metrics score`: {args.metric}, {n} WebNLG 2017 outputs, 1 vs {args.processes} CPU processes",
         "",
         f"`python -m benchmarks.sharding --metric {args.metric} --examples {args.examples} --processes {args.processes} "
-        f"--repeats {args.repeats} --block-lines {args.block_lines}{f' --batch-size {args.batch_size}' if args.batch_size else ''}` "
+        f"--repeats {args.repeats} --block-lines {args.block_lines}{f' --batch-size {args.batch_size}' if args.batch_size else ''}"
+        f"{f' --threads {args.threads}' if args.threads else ''}` "
         f"({started}, code {code_state()}) on {hardware_text(hardware('cpu'))}; "
         f"load average (1, 5, 15 min) {', '.join(f'{x:.2f}' for x in load_before)} before, "
         f"{', '.join(f'{x:.2f}' for x in load_after)} after.",
@@ -208,7 +228,7 @@ def main(argv=None) -> int:
         f"- What bounds the speed-up here: one process already uses {os.cpu_count()} cores through torch's threads, so "
         f"{args.processes} one-thread shards can gain only what one thread per core gains over torch's threading "
         "(the 1-thread row); issue #35's 1.6× for 2 processes asks for cores the one process does not use."
-        if (os.cpu_count() or 1) <= args.processes else "",
+        if (os.cpu_count() or 1) <= args.processes and args.threads is None else "",
     ]).rstrip() + "\n"
     print(text)
     if args.write_results:
