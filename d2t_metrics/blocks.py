@@ -106,5 +106,5 @@ def splits_exactly(metric) -> bool:
     return isinstance(metric, D2TMetric) and type(metric).corpus_scores is not D2TMetric.corpus_scores
 
 
-__all__ = ["BLOCK_LINES", "GPU_BLOCK_LINES", "default_block_lines", "PER_EXAMPLE_ARGUMENTS", "check_block_lines", "block_bounds", "shard_lines",
-           "block_arguments", "global_indices", "splits_exactly"]
+__all__ = ["BLOCK_LINES", "GPU_BLOCK_LINES", "PER_EXAMPLE_ARGUMENTS", "check_block_lines", "default_block_lines",
+           "block_bounds", "shard_lines", "block_arguments", "global_indices", "splits_exactly"]
