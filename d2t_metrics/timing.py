@@ -55,9 +55,19 @@ def totals() -> Dict[Tuple[str, ...], Tuple[float, int]]:
         return {k: (v[0], v[1]) for k, v in _totals.items()}
 
 
+# A stage whose parts leave this much of it (and this share) outside any part gets an "(other)" row:
+# time a user would otherwise not see (model warm-up, bookkeeping between parts).
+OTHER_MIN_SECONDS = 0.05
+OTHER_MIN_SHARE = 0.05
+OTHER = "(other)"
+
+
 def report(total_seconds: float = None) -> str:
     """The recorded stages as an indented plain-text table: seconds, share of ``total_seconds``
-    (or of the outermost stages' sum), calls."""
+    (or of the outermost stages' sum), calls. Under a stage with parts, an ``(other)`` row gives
+    what the parts leave of it, where that is at least :data:`OTHER_MIN_SECONDS` and
+    :data:`OTHER_MIN_SHARE` of the stage (parts that ran side by side, in threads, can sum to
+    more than their stage: no row then)."""
     rows = totals()
     if not rows:
         return "no stages were timed"
@@ -65,9 +75,35 @@ def report(total_seconds: float = None) -> str:
     whole = total_seconds if total_seconds else outer
     order = sorted(rows, key=lambda k: [list(rows).index(k[: i + 1]) if k[: i + 1] in rows else 0 for i in range(len(k))])
     width = max(len("  " * (len(k) - 1) + k[-1]) for k in rows)
-    lines = [f"{'stage':<{width}}  {'seconds':>9}  {'share':>6}  {'calls':>6}"]
-    for k in order:
-        seconds, calls = rows[k]
+    width = max(width, *(len("  " * len(k) + OTHER) for k in rows))
+
+    def line(depth: int, name: str, seconds: float, calls) -> str:
         share = f"{100 * seconds / whole:5.1f}%" if whole else "     -"
-        lines.append(f"{'  ' * (len(k) - 1) + k[-1]:<{width}}  {seconds:9.2f}  {share:>6}  {calls:6d}")
+        return f"{'  ' * depth + name:<{width}}  {seconds:9.2f}  {share:>6}  {calls:>6}"
+
+    lines = [f"{'stage':<{width}}  {'seconds':>9}  {'share':>6}  {'calls':>6}"]
+    open_stages: List[Tuple[str, ...]] = []  # the stages whose parts are being listed, innermost last
+
+    def close_until(key: Tuple[str, ...]) -> None:
+        while open_stages and open_stages[-1] != key[: len(open_stages[-1])]:
+            lines.extend(_other_row(open_stages.pop(), rows, line))
+
+    for k in order:
+        close_until(k)
+        seconds, calls = rows[k]
+        lines.append(line(len(k) - 1, k[-1], seconds, calls))
+        open_stages.append(k)
+    close_until(())
     return "\n".join(lines)
+
+
+def _other_row(key: Tuple[str, ...], rows, line) -> List[str]:
+    """The ``(other)`` row under stage ``key``, if its parts leave enough of it (:func:`report`)."""
+    parts = [s for k, (s, _) in rows.items() if len(k) == len(key) + 1 and k[: len(key)] == key]
+    if not parts:
+        return []
+    seconds = rows[key][0]
+    rest = seconds - sum(parts)
+    if rest < OTHER_MIN_SECONDS or rest < OTHER_MIN_SHARE * seconds:
+        return []
+    return [line(len(key), OTHER, rest, "")]

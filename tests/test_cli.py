@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -1392,6 +1393,29 @@ def test_timing_prints_each_metrics_load_compute_and_inner_stages(tmp_path, caps
     assert all(line.split()[-1] == "1" for line in report[1:5])  # each ran once
     code, _, err = run(capsys, *argv)
     assert code == 0 and "stage " not in err  # nothing printed unless asked
+
+
+def test_timing_shows_what_a_stages_parts_leave_of_it(monkeypatch):
+    from d2t_metrics import timing
+
+    now = [0.0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])
+
+    def run_stage(name, seconds, *inner):
+        with timing.stage(name):
+            for part in inner:
+                run_stage(*part)
+            now[0] += seconds
+
+    timing.reset()
+    try:
+        run_stage("m: compute", 2.0, ("a", 1.0), ("b", 0.02, ("b1", 0.48)))  # b leaves 0.02 of itself: no row
+        run_stage("n: compute", 0.001, ("x", 1.0))
+        lines = [re.match(r"^( *\S.*?)  +([0-9.]+) ", line).groups() for line in timing.report().splitlines()[1:]]
+    finally:
+        timing.reset()
+    assert lines == [("m: compute", "3.50"), ("  a", "1.00"), ("  b", "0.50"), ("    b1", "0.48"),
+                     ("  (other)", "2.00"), ("n: compute", "1.00"), ("  x", "1.00")]
 
 
 def test_explain_is_a_subcommand_with_its_own_help(capsys):
