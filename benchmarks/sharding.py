@@ -161,6 +161,8 @@ def main(argv=None) -> int:
                              "leaves cores free")
     parser.add_argument("--write-results", action="store_true", help="write section 'sharding_<metric>' of benchmarks/RESULTS.md")
     args = parser.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        parser.error(f"--threads must be >= 1, got {args.threads}")
 
     load_before = os.getloadavg()
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
