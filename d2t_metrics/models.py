@@ -63,6 +63,24 @@ GPU_BATCH_SIZE = 256
 GPU_GREEDY_BATCH_SIZE = 1024
 
 
+# On CUDA an encoder's batch is padded to a multiple of this many tokens: every new padded length
+# costs a first call its kernel choices and plans (cuDNN's attention builds one per shape), and
+# length-sorted batches otherwise meet a new length almost every batch (NLI's first call over 1,670
+# checks took 4.0 s on an H100, the same call again 0.7 s: RESULTS.md `gpu_checks`). A CPU pads to
+# the longest row, as before.
+GPU_PAD_MULTIPLE = 32
+
+
+def padded_length(longest: int, device, limit: Optional[int] = None) -> int:
+    """The length a batch whose longest row has ``longest`` tokens is padded to on ``device``:
+    ``longest`` on a CPU; on CUDA rounded up to :data:`GPU_PAD_MULTIPLE`, never past ``limit``
+    (the model's positions)."""
+    if torch.device(device).type != "cuda":
+        return longest
+    n = -(-int(longest) // GPU_PAD_MULTIPLE) * GPU_PAD_MULTIPLE
+    return max(int(longest), min(n, limit)) if limit else n
+
+
 def default_batch_size(device: Optional[str] = None, gpu: int = GPU_BATCH_SIZE) -> int:
     """``gpu`` rows (default :data:`GPU_BATCH_SIZE`) on CUDA (``device``, else the one
     :func:`get_device` picks), else :data:`CPU_BATCH_SIZE`."""
@@ -197,6 +215,7 @@ __all__ = [
     "check_dtype",
     "clear_model_cache",
     "default_dtype",
+    "padded_length",
     "get_device",
     "load_model",
     "token_embeddings",

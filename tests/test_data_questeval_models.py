@@ -866,3 +866,30 @@ def test_span_qa_reads_a_batch_with_one_copy_to_the_cpu_whatever_its_rows(text_q
         assert readings == SpanQA.from_model(qa.tokenizer, qa.model, qa.recipe)._read_batch(windows)  # the same readings
         monkeypatch.setattr(qa.model, "forward", on_device)
     assert counts[2] == counts[12]
+
+
+def test_span_qa_on_a_gpu_pads_to_a_multiple_and_reads_the_same_answers(text_qa, monkeypatch):
+    # on CUDA a batch of windows is padded to a multiple of GPU_PAD_MULTIPLE tokens (fewer shapes to meet),
+    # pretended here on the CPU: the padded positions are masked and outside every window's context
+    import math
+
+    from d2t_metrics import models
+    from metrics.data_questeval import qa as qa_mod
+
+    qa = SpanQA(text_qa)
+    questions = ["Where was Alan Bean born?", "What was he?"]
+    contexts = ["Alan Bean was born in Wheeler, Texas.", "Alan Bean was a test pilot and an astronaut for NASA."]
+    windows = qa.windows(questions, contexts)[0]
+    plain = qa._read_batch(windows)
+    seen = []
+
+    def rounded(n, device, limit=None):
+        seen.append(models.padded_length(n, "cuda", limit))
+        return seen[-1]
+
+    monkeypatch.setattr(qa_mod, "padded_length", rounded)
+    padded = qa._read_batch(windows)
+    assert seen and seen[0] > max(len(w.input_ids) for w in windows) and seen[0] % models.GPU_PAD_MULTIPLE == 0
+    assert [r.span for r in padded] == [r.span for r in plain]
+    assert all(math.isclose(a.p_null, b.p_null, abs_tol=1e-5) and math.isclose(a.span_logp, b.span_logp, abs_tol=1e-4)
+               for a, b in zip(plain, padded))

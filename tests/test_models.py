@@ -311,3 +311,13 @@ def test_token_embeddings_are_unit_vectors_per_token_in_input_order(tiny_encoder
     assert all(abs(float(n) - 1.0) < 1e-4 for v in vectors[:2] for n in v.norm(dim=-1))
     capped = token_embeddings(encoder, tokenizer, texts[:1], max_length=5, show_progress=False)
     assert len(capped[0]) == 3  # truncated to 5 tokens, two of them special
+
+
+def test_a_gpu_pads_encoder_batches_to_a_multiple_within_the_models_positions():
+    from d2t_metrics.models import GPU_PAD_MULTIPLE, padded_length
+
+    assert GPU_PAD_MULTIPLE == 32
+    assert [padded_length(n, "cpu") for n in (1, 33, 500)] == [1, 33, 500]  # a CPU: the longest row, as always
+    assert [padded_length(n, "cuda") for n in (1, 32, 33, 500)] == [32, 32, 64, 512]
+    assert padded_length(500, torch.device("cuda", 1), limit=510) == 510  # never past the model's positions
+    assert padded_length(511, "cuda", limit=510) == 511  # (a row already longer stays as it is)

@@ -558,3 +558,26 @@ def test_bad_pooling_raises_before_the_model(tiny_nli, bad):
     m.scorer = _MustNotRun()
     with pytest.raises(ValueError, match="pooling must be one of"):
         m.compute(predictions=["a"], tables=[TRIPLES], show_progress=False, pooling=bad)
+
+
+def test_a_gpu_pads_a_batch_to_a_multiple_and_the_probabilities_stay(tiny_nli, monkeypatch):
+    # on CUDA a batch is padded to a multiple of GPU_PAD_MULTIPLE tokens (fewer shapes for a first call to meet);
+    # pretended here on the CPU: the padded positions are masked, so the probabilities are those of the longest-row padding
+    import torch
+
+    from d2t_metrics import models
+
+    scorer = _sibling("nli_model").NLIScorer(tiny_nli, device="cpu")
+    premises = ["Alan Bean was born in Wheeler, Texas.", "The city is near the river."]
+    hypotheses = ["Alan Bean was born in Wheeler.", "A city is near a river and a hill and a forest."]
+    features = [scorer.tokenizer(p, h) for p, h in zip(premises, hypotheses)]
+    longest = max(len(f["input_ids"]) for f in features)
+    assert scorer._pad(features)["input_ids"].shape[1] == longest  # a CPU: to the longest row
+    plain = scorer.predict_features(features)
+    real = models.padded_length
+    monkeypatch.setattr(models, "padded_length", lambda n, device, limit=None: real(n, "cuda", limit))
+    rounded = -(-longest // models.GPU_PAD_MULTIPLE) * models.GPU_PAD_MULTIPLE
+    assert models.padded_length(longest, "cpu") == rounded > longest  # (the stand-in rounds up on the CPU too)
+    assert scorer._pad(features)["input_ids"].shape[1] == rounded
+    padded = scorer.predict_features(features)
+    assert torch.allclose(torch.tensor(plain), torch.tensor(padded), atol=1e-5)

@@ -89,6 +89,7 @@ import string
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from d2t_metrics.models import load_model
+from d2t_metrics.models import padded_length
 from d2t_metrics.models import run_batched
 from d2t_metrics.untrusted import escape_special_strings
 from d2t_metrics.untrusted import literal_tokenizer
@@ -503,10 +504,13 @@ class SpanQA:
     def _read_batch(self, batch: List[Window]) -> List[WindowReading]:
         import torch
 
-        tensors = collate_windows(batch, self.tokenizer.pad_token_id or 0, self.max_length if self.pad_to_max_length else None)
+        device = next(self.model.parameters()).device
+        # to the longest window on a CPU; on a GPU to a multiple of a few tokens (fewer shapes to meet)
+        pad_to = self.max_length if self.pad_to_max_length else padded_length(max(len(w.input_ids) for w in batch), device,
+                                                                               self.max_length)
+        tensors = collate_windows(batch, self.tokenizer.pad_token_id or 0, pad_to)
         if not self.token_type_ids:
             tensors.pop("token_type_ids", None)
-        device = next(self.model.parameters()).device
         with torch.inference_mode():
             out = self.model(**{k: v.to(device) for k, v in tensors.items()})
             # each window is read on the CPU: on a GPU, reading row by row there cost a dozen kernel launches and

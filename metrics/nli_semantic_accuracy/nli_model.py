@@ -263,11 +263,22 @@ class NLIScorer:
                 plans.append((self.tokenize([premises[i]], [hypotheses[i]]), [0], True))
         return plans
 
+    def _pad(self, features: Sequence[Dict[str, List[int]]]):
+        """One batch of tokenized pairs as padded tensors on the device: to the longest pair on a
+        CPU, to a multiple of a few tokens on a GPU (:func:`d2t_metrics.models.padded_length`)."""
+        from d2t_metrics.models import padded_length
+
+        longest = max(len(f["input_ids"]) for f in features)
+        length = padded_length(longest, self.device, self.max_length)
+        if length == longest:
+            return self.tokenizer.pad(list(features), return_tensors="pt").to(self.device)
+        return self.tokenizer.pad(list(features), padding="max_length", max_length=length, return_tensors="pt").to(self.device)
+
     def predict_features(self, features: Sequence[Dict[str, List[int]]]) -> List[List[float]]:
         """Label probabilities (in ``self.labels`` order) for one batch of tokenized pairs."""
         import torch
 
-        batch = self.tokenizer.pad(list(features), return_tensors="pt").to(self.device)
+        batch = self._pad(features)
         with torch.inference_mode():
             logits = self.model(**batch).logits
         return torch.softmax(logits.float(), dim=-1).cpu().tolist()
@@ -314,7 +325,7 @@ class NLIScorer:
 
         if self._exact is None:
             self._exact = load_model(self.name, task="sequence-classification", device=str(self.device), dtype=torch.float32)[1]
-        batch = self.tokenizer.pad(list(features), return_tensors="pt").to(self.device)
+        batch = self._pad(features)
         with torch.inference_mode():
             logits = self._exact(**batch).logits
         return torch.softmax(logits.float(), dim=-1).cpu().tolist()
