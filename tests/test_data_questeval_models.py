@@ -108,7 +108,8 @@ def _hand_corpus(path):
 
 
 def _recipe(path):
-    return json.load(open(os.path.join(path, "d2t_config.json")))
+    with open(os.path.join(path, "d2t_config.json"), encoding="utf-8") as f:
+        return json.load(f)
 
 
 class Spy:

@@ -68,7 +68,8 @@ def _function_nodes(tree: ast.AST) -> Set[int]:
 
 
 def _statements(path: str):
-    source = open(path, encoding="utf-8").read()
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
     tree = ast.parse(source, filename=path)
     inside = _function_nodes(tree)
     return source.splitlines(), [(n, id(n) in inside) for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
