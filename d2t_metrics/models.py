@@ -215,9 +215,9 @@ __all__ = [
     "check_dtype",
     "clear_model_cache",
     "default_dtype",
-    "padded_length",
     "get_device",
     "load_model",
+    "padded_length",
     "token_embeddings",
     "token_lengths",
 ]

@@ -74,31 +74,28 @@ def report(total_seconds: float = None) -> str:
     outer = sum(s for k, (s, _) in rows.items() if len(k) == 1)
     whole = total_seconds if total_seconds else outer
     order = sorted(rows, key=lambda k: [list(rows).index(k[: i + 1]) if k[: i + 1] in rows else 0 for i in range(len(k))])
-    width = max(len("  " * (len(k) - 1) + k[-1]) for k in rows)
-    width = max(width, *(len("  " * len(k) + OTHER) for k in rows))
-
-    def line(depth: int, name: str, seconds: float, calls) -> str:
-        share = f"{100 * seconds / whole:5.1f}%" if whole else "     -"
-        return f"{'  ' * depth + name:<{width}}  {seconds:9.2f}  {share:>6}  {calls:>6}"
-
-    lines = [f"{'stage':<{width}}  {'seconds':>9}  {'share':>6}  {'calls':>6}"]
+    entries: List[Tuple[int, str, float, object]] = []  # (depth, name, seconds, calls), in the report's order
     open_stages: List[Tuple[str, ...]] = []  # the stages whose parts are being listed, innermost last
 
     def close_until(key: Tuple[str, ...]) -> None:
         while open_stages and open_stages[-1] != key[: len(open_stages[-1])]:
-            lines.extend(_other_row(open_stages.pop(), rows, line))
+            entries.extend(_other_row(open_stages.pop(), rows))
 
     for k in order:
         close_until(k)
-        seconds, calls = rows[k]
-        lines.append(line(len(k) - 1, k[-1], seconds, calls))
+        entries.append((len(k) - 1, k[-1], *rows[k]))
         open_stages.append(k)
     close_until(())
+    width = max(len("  " * depth + name) for depth, name, _, _ in entries)
+    lines = [f"{'stage':<{width}}  {'seconds':>9}  {'share':>6}  {'calls':>6}"]
+    for depth, name, seconds, calls in entries:
+        share = f"{100 * seconds / whole:5.1f}%" if whole else "     -"
+        lines.append(f"{'  ' * depth + name:<{width}}  {seconds:9.2f}  {share:>6}  {calls:>6}")
     return "\n".join(lines)
 
 
-def _other_row(key: Tuple[str, ...], rows, line) -> List[str]:
-    """The ``(other)`` row under stage ``key``, if its parts leave enough of it (:func:`report`)."""
+def _other_row(key: Tuple[str, ...], rows) -> List[Tuple[int, str, float, str]]:
+    """The ``(other)`` entry under stage ``key``, if its parts leave enough of it (:func:`report`)."""
     parts = [s for k, (s, _) in rows.items() if len(k) == len(key) + 1 and k[: len(key)] == key]
     if not parts:
         return []
@@ -106,4 +103,4 @@ def _other_row(key: Tuple[str, ...], rows, line) -> List[str]:
     rest = seconds - sum(parts)
     if rest < OTHER_MIN_SECONDS or rest < OTHER_MIN_SHARE * seconds:
         return []
-    return [line(len(key), OTHER, rest, "")]
+    return [(len(key), OTHER, rest, "")]
