@@ -152,12 +152,15 @@ class Clock:
         from d2t_metrics import timing
 
         timing.reset()
+        self.previous_sync = timing.set_sync(timing.cuda_sync)  # a GPU stage's time is its own (d2t_metrics.timing)
         self.wall0, self.cpu0 = time.perf_counter(), _cpu_seconds()
         return self
 
     def __exit__(self, *exc):
         from d2t_metrics import timing
 
+        timing.cuda_sync()
+        timing.set_sync(self.previous_sync)
         self.wall = time.perf_counter() - self.wall0
         self.cpu = _cpu_seconds() - self.cpu0
         self.stages = stage_rows(timing.totals(), self.wall)

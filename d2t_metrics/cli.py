@@ -135,6 +135,16 @@ class Run:
 
 
 def score(args) -> int:
+    # with --timing each stage waits for the GPU at its ends, so that its queued work counts where it was
+    # queued; the caller's setting comes back afterwards
+    previous = timing.set_sync(timing.cuda_sync if args.timing else None)
+    try:
+        return _score(args)
+    finally:
+        timing.set_sync(previous)
+
+
+def _score(args) -> int:
     started_at = time.perf_counter()
     launch = sharding.launch_from_env()
     metrics_dir = find_metrics_dir(args.metrics_dir)
@@ -321,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="go on from the blocks a stopped run with the same --output finished (kept in <output>.blocks/ "
                         "until the output is written; read back only where input, metric, model and options are the same)")
     s.add_argument("--no-progress", action="store_true", help="hide all progress bars")
-    s.add_argument("--timing", action="store_true", help="print where the time went (each metric's load, compute and inner stages) to stderr")
+    s.add_argument("--timing", action="store_true", help="print where the time went (each metric's load, compute and inner stages) to stderr; on a GPU each stage waits for the device at its ends, so that its time is its own")
     s.set_defaults(func=score)
 
     ls = sub.add_parser("list", parents=[common], help="list the metrics and their default models")

@@ -4,19 +4,40 @@ A metric marks its stages (``with stage("question generation"):``); the command 
 ``--timing`` prints :func:`report` after a run, and ``benchmarks/`` read :func:`totals`.
 Stages may nest: each stage's time counts the stages inside it, so a report lists the
 outer stages and their parts, in the order they first ran. Recording costs two clock reads
-per stage and is always on; nothing is printed unless asked.
+per stage and is always on; nothing is printed unless asked. With :func:`set_sync` (the command
+line's ``--timing`` sets :func:`cuda_sync`) each stage also waits for the GPU as it starts and ends,
+so that a stage's device time is its own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 _lock = threading.Lock()
 _totals: Dict[Tuple[str, ...], List[float]] = {}  # stage path → [seconds, calls]
 _local = threading.local()
+_sync: Optional[Callable[[], None]] = None  # called as each stage starts and ends, when set
+
+
+def set_sync(sync: Optional[Callable[[], None]]) -> Optional[Callable[[], None]]:
+    """Call ``sync`` as each stage starts and ends (``None``: nothing); returns the previous one.
+    A GPU runs what a stage queued after the stage has returned, so without it a stage's device
+    time is counted in whichever later stage (or no stage) first waits for the device."""
+    global _sync
+    previous, _sync = _sync, sync
+    return previous
+
+
+def cuda_sync() -> None:
+    """Wait for the GPU's queued work, where this process has started CUDA (else nothing: torch is
+    not imported for it, and a CPU run pays a dictionary lookup)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def _path() -> List[str]:
@@ -31,10 +52,15 @@ def stage(name: str):
     path = _path()
     path.append(str(name))
     key = tuple(path)
+    sync = _sync
+    if sync is not None:
+        sync()
     start = time.perf_counter()
     try:
         yield
     finally:
+        if sync is not None:
+            sync()
         elapsed = time.perf_counter() - start
         path.pop()
         with _lock:

@@ -1418,6 +1418,47 @@ def test_timing_shows_what_a_stages_parts_leave_of_it(monkeypatch):
                      ("  (other)", "2.00"), ("n: compute", "1.00"), ("  x", "1.00")]
 
 
+def test_timing_waits_for_the_device_at_each_stages_ends_only_when_asked(tmp_path, capsys, monkeypatch):
+    # a GPU runs a stage's queued work after the stage returns: with --timing each stage waits for it
+    # at both ends, so that its device time is its own; without --timing nothing waits
+    from d2t_metrics import timing
+
+    waits = []
+    monkeypatch.setattr(timing, "cuda_sync", lambda: waits.append(tuple(timing._path())))
+    (tmp_path / "metrics" / "timed").mkdir(parents=True)
+    (tmp_path / "metrics" / "timed" / "timed.py").write_text(TIMED, encoding="utf-8")
+    inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
+    argv = ["score", "--metrics", "timed", "--metrics-dir", str(tmp_path / "metrics"), "--input", inp, "--no-progress"]
+    try:
+        code, _, err = run(capsys, *argv, "--timing")
+        assert code == 0, err
+        # each stage waits as it starts and as it ends (the stage itself is on the path then)
+        for path in (("planning (imports, checks)",), ("timed: load",), ("timed: compute",), ("timed: compute", "counting")):
+            assert waits.count(path) == 2, (path, waits)
+        assert timing.set_sync(None) is None  # the run put the caller's setting (none) back
+        waits.clear()
+        code, _, err = run(capsys, *argv)
+        assert code == 0 and waits == []
+    finally:
+        timing.set_sync(None)
+
+
+def test_cuda_sync_waits_only_where_this_process_started_cuda(monkeypatch):
+    import types
+
+    from d2t_metrics import timing
+
+    calls = []
+    started = [False]
+    cuda = types.SimpleNamespace(is_initialized=lambda: started[0], synchronize=lambda: calls.append("sync"))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    timing.cuda_sync()  # CUDA never started (a CPU run): nothing to wait for
+    assert calls == []
+    started[0] = True
+    timing.cuda_sync()
+    assert calls == ["sync"]
+
+
 def test_explain_is_a_subcommand_with_its_own_help(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["explain", "--help"])
