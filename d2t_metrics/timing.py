@@ -58,9 +58,9 @@ def stage(name: str):
     start = time.perf_counter()
     try:
         yield
-    finally:
-        if sync is not None:
+        if sync is not None:  # not after an error: a failed CUDA call would raise again here, hiding the first
             sync()
+    finally:
         elapsed = time.perf_counter() - start
         path.pop()
         with _lock:

@@ -1443,6 +1443,23 @@ def test_timing_waits_for_the_device_at_each_stages_ends_only_when_asked(tmp_pat
         timing.set_sync(None)
 
 
+def test_a_stage_that_fails_raises_its_own_error_and_does_not_wait_again():
+    from d2t_metrics import timing
+
+    waits = []
+    previous = timing.set_sync(lambda: waits.append(tuple(timing._path())))
+    try:
+        with pytest.raises(KeyError, match="first"):
+            with timing.stage("outer"):
+                with timing.stage("failing"):
+                    raise KeyError("first")
+        assert timing._path() == []  # the stage path is unwound
+    finally:
+        timing.set_sync(previous)
+        timing.reset()
+    assert waits == [("outer",), ("outer", "failing")]  # each waited as it started, neither after the error
+
+
 def test_cuda_sync_waits_only_where_this_process_started_cuda(monkeypatch):
     import types
 
