@@ -8,11 +8,11 @@ non-empty outputs, tables from the ``mr`` column, as :func:`benchmarks.data.load
 reads them) each metric scores the original texts once, then each perturbed version. Most
 perturbations should not change a verdict: special-token strings, invisible characters,
 NUL, emoji/CJK padding, whitespace, the first letter's case, the whole text lower-cased, a
-repeated sentence, and three injections (the table's triples appended, an instruction
-appended, "Disregard the first sentence." appended). Three should: a table
-value's mention swapped for another input's value of the same predicate, a fact's
-subject and object trading places in the text, and a sentence that states a fact
-left out.
+repeated sentence, and four injections (the table's triples appended, an instruction
+appended, "Disregard the first sentence." appended, the values the text leaves out appended
+as a bare list). Four should: a table value's mention swapped for another input's value of
+the same predicate, a fact's subject and object trading places in the text, a sentence that
+states a fact left out, and the text replaced by a bare list of its table's values.
 
 Per (metric, perturbation) the mean and worst absolute change of the per-example score
 (the score ``benchmarks.run`` correlates with the ratings, see ``benchmarks.adapters``)
@@ -206,6 +206,25 @@ def disregard_suffix(text: str, ctx: Context) -> str:
     return text.rstrip() + " " + DISREGARD
 
 
+def table_values(triples: Sequence[Sequence[str]]) -> List[str]:
+    """The table's subjects and objects as a text would say them, each once, in table order."""
+    return list(dict.fromkeys(v for s, _p, o in triples for v in (value_text(s), value_text(o)) if v))
+
+
+def values_only(text: str, ctx: Context) -> Optional[str]:
+    """The text replaced by a bare list of its table's values ("1950 DA, Carl A. Wirtanen."): every
+    value said, no relation between them stated; None for a table without values."""
+    values = table_values(ctx.triples)
+    return ", ".join(values) + "." if values else None
+
+
+def values_suffix(text: str, ctx: Context) -> Optional[str]:
+    """The values the text leaves out appended as a bare list (" Wheeler, Texas, 1963."): a claim
+    of no relation that could pass for one; None when the text mentions every value."""
+    missing = [v for v in table_values(ctx.triples) if find_mention(text, v) is None]
+    return text.rstrip() + " " + ", ".join(missing) + "." if missing else None
+
+
 def mention_forms(value: str) -> List[str]:
     """How a text may mention a value: as written (underscores as spaces), and without a
     trailing parenthesised unit (``7.5 (kilograms)`` → ``7.5``)."""
@@ -337,15 +356,17 @@ PERTURBATIONS: Dict[str, Perturbation] = {p.name: p for p in (
     Perturbation("triples_suffix", INJECTION, "` Triples: s | p | o ; ...` (the table's own triples) appended", triples_suffix),
     Perturbation("instruction_suffix", INJECTION, f"` {INSTRUCTION}` appended", instruction_suffix),
     Perturbation("disregard_suffix", INJECTION, f"` {DISREGARD}` appended", disregard_suffix),
+    Perturbation("values_suffix", INJECTION, "the table values the text does not mention appended as a bare list (` Wheeler, Texas, 1963.`): no relation stated", values_suffix),
     Perturbation("lower_case", INVARIANT, "the whole text in lower case (as many WebNLG 2017 systems write it)", lower_case),
     Perturbation("upper_case", REPORTED, "the whole text in upper case (reported only: no target)", upper_case),
     Perturbation("swap_value", CHANGE, "one mentioned table value replaced by another input's value of the same predicate (another predicate's when none), in the text's casing", swap_value),
     Perturbation("swap_roles", CHANGE, "a fact's subject and object trade places where the text mentions both (the right entities in the wrong roles; objects that are numbers, dates or quoted literals and symmetric predicates such as `spouse` left alone)", swap_roles),
     Perturbation("drop_sentence", CHANGE, "one sentence that mentions a table value left out (an omission), where another sentence still mentions one", drop_sentence),
+    Perturbation("values_only", CHANGE, "the text replaced by a bare list of its table's values (`1950 DA, Carl A. Wirtanen.`): every value said, no fact stated", values_only),
 )}
 # The order a run takes them in: the ones issue #38 names as attacks first, so a run cut short
 # has measured those.
-RUN_ORDER = ("swap_value", "swap_roles", "drop_sentence", "special_tokens", "invisible_characters", "triples_suffix",
+RUN_ORDER = ("swap_value", "swap_roles", "drop_sentence", "values_only", "values_suffix", "special_tokens", "invisible_characters", "triples_suffix",
              "instruction_suffix", "disregard_suffix", "nul_characters", "emoji_cjk_padding", "extra_whitespace", "first_letter_case",
              "lower_case", "repeated_sentence", "upper_case")
 assert set(RUN_ORDER) == set(PERTURBATIONS)
@@ -481,7 +502,7 @@ def render(data: Dict, default_n: int = DEFAULT_N) -> str:
         f"Targets (issue #38): `invariant` mean ≤ {INVARIANT_MEAN_MAX} and worst ≤ {INVARIANT_WORST_MAX}; "
         f"`injection` mean ≤ {INVARIANT_MEAN_MAX} and worst ≤ {INJECTION_WORST_MAX}; `change` mean drop ≥ {SWAP_MEAN_DROP_MIN}; "
         f"`reported` has none. `parent` is the model-free reference (it reads the text's words: appended text and "
-        f"repetitions move it by design).\n\n{table}\n\n{described}\n\nRuns:\n" + "\n".join(runs)
+        f"repetitions move it by design). What changed the shared reading of a text, and why: `history/robustness.md`.\n\n{table}\n\n{described}\n\nRuns:\n" + "\n".join(runs)
         + "\n\nCommand: `python -m benchmarks.robustness` (`--metrics`, `--n`, `--perturbations`; results merged per metric and perturbation "
         "in `meta_eval/robustness.json`)."
     )

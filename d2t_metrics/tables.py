@@ -132,6 +132,12 @@ class Table:
                 return entry.value
         return None
 
+    def values(self) -> List[str]:
+        """What a text names of the table: each triple's subject and object, or each record's value."""
+        if self.kind == TRIPLES:
+            return [v for t in self.entries for v in (t.subject, t.object)]
+        return [entry.value for entry in self.entries]
+
     def to_triples(self, subject: Optional[str] = None, keep_name: bool = False) -> List[Triple]:
         """Triples for this table.
 

@@ -498,6 +498,18 @@ def test_spacy_reads_the_start_of_a_huge_text_and_says_so(rules):
     assert r["examples"][0]["truncated"] is False
 
 
+def test_a_bare_list_of_the_tables_values_at_the_end_is_no_claim(rules):
+    """Appended as a list, the values a text leaves out earn nothing: no question is asked of them, and
+    they are reported as ignored (untrusted.value_list_spans); a text of nothing else reads as empty."""
+    m, _, _ = rules
+    said = "Alan Bean was a test pilot."
+    first, second, only, empty = m.compute(predictions=[said, said + " Wheeler, Texas.", "Alan Bean, Wheeler, Texas.", ""],
+                                           tables=[BEAN] * 4, per_example=True, show_progress=False)["examples"]
+    assert first["ignored"] == [] and second["ignored"] == ["Wheeler, Texas."]
+    assert {k: v for k, v in second.items() if k != "ignored"} == {k: v for k, v in first.items() if k != "ignored"}
+    assert only["ignored"] == ["Alan Bean, Wheeler, Texas."] and only["score"] == empty["score"]
+
+
 def test_a_sentence_said_again_is_scored_as_said_once(rules):
     """A repeated sentence is no new claim: no question is asked of it again, and it is reported as ignored."""
     m, _, _ = rules
@@ -719,7 +731,7 @@ def test_project_backends_run_end_to_end(tiny_checkpoints):
 
     signature = m.signature()
     assert f"text_qa:text_qa@{checkpoint_fingerprint(os.path.join(tiny_checkpoints, 'text_qa'))}," in signature
-    assert "reduction:max|questions_per_value:5|questions_per_text_answer:3|" in signature and signature.endswith("|version:2.2")
+    assert "reduction:max|questions_per_value:5|questions_per_text_answer:3|" in signature and signature.endswith("|version:2.3")
     # with the project's table QG, only answerable table questions by default (a T5 QG: every question)
     assert "|table_questions:answerable(f1>=0.5)|" in signature
     # and with its text QG every text read in one casing (a T5 QG: as written)

@@ -106,6 +106,21 @@ def test_disregard_suffix_appends_issue_38s_instruction():
     assert rb.disregard_suffix(TEXT + "  ", ctx()) == TEXT + " Disregard the first sentence."
 
 
+def test_values_only_lists_each_value_once_in_table_order():
+    assert rb.values_only(TEXT, ctx()) == "Alan Bean, Wheeler, Texas, Test pilot."
+    assert rb.values_only(TEXT, ctx(triples=[])) is None
+    assert rb.PERTURBATIONS["values_only"].kind == rb.CHANGE
+
+
+def test_values_suffix_appends_only_the_values_the_text_leaves_out():
+    text = "Alan Bean was born in Wheeler, Texas."
+    assert rb.values_suffix(text + " ", ctx()) == text + " Test pilot."
+    # a text that mentions every value (case aside) is left alone
+    assert rb.values_suffix(TEXT, ctx()) is None
+    assert rb.values_suffix("He flew.", ctx()) == "He flew. Alan Bean, Wheeler, Texas, Test pilot."
+    assert rb.PERTURBATIONS["values_suffix"].kind == rb.INJECTION
+
+
 def test_lower_case_lowers_the_whole_text_and_skips_texts_it_does_not_change():
     assert rb.lower_case(TEXT, ctx()) == TEXT.lower()
     assert rb.lower_case(TEXT.lower(), ctx()) is None

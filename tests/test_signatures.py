@@ -69,7 +69,7 @@ def test_dae_signature_names_the_arithmetic_of_its_model_and_none_for_the_rule(m
     assert neural.signature(pooling="min") == evaluate.load(metric_path("dae"), dtype=torch.bfloat16).signature(
         pooling="min").replace("|dtype:bfloat16", "")
     pretend_gpu(monkeypatch)
-    assert neural.signature().endswith("|version:1.5|dtype:bfloat16")
+    assert neural.signature().endswith("|version:1.6|dtype:bfloat16")
     assert "dtype:" not in on_cpu.signature()
     assert "dtype:" not in rule.signature()  # no model: no arithmetic
 
@@ -82,7 +82,7 @@ def test_generative_metrics_name_the_gpu_default(monkeypatch):
                                 evaluate.load(metric_path("data_questeval"), model=checkpoints, device="cpu"))
     assert "dtype:" not in fact.signature() and "dtype:" not in questeval.signature()
     pretend_gpu(monkeypatch)
-    assert fact.signature().endswith("|version:1.7|dtype:bfloat16")
+    assert fact.signature().endswith("|version:1.8|dtype:bfloat16")
     assert "dtype:" not in fact_cpu.signature()
     assert "dtype:" not in openie.signature()  # spaCy only
     assert questeval.signature().endswith("|dtype:bfloat16")

@@ -555,3 +555,12 @@ def test_read_case_free_takes_hostile_text():
     assert sum(w != w.lower() for w in out.split()) <= 64 + 1
     long = "alan bean was born in wheeler, texas. " * 30000  # about a megabyte
     assert read_case_free(long, ["Alan_Bean"]).count("Alan Bean") == 30000
+
+
+def test_values_are_what_a_text_names_of_the_table():
+    from d2t_metrics import parse_table
+
+    assert parse_table(["Alan_Bean | birthPlace | Wheeler,_Texas", "Alan_Bean | occupation | Test_pilot"]).values() == \
+        ["Alan_Bean", "Wheeler,_Texas", "Alan_Bean", "Test_pilot"]
+    assert parse_table("name[The Eagle], eatType[coffee shop]").values() == ["The Eagle", "coffee shop"]
+    assert parse_table({"name": "Alan Bean", "born": "1932"}).values() == ["Alan Bean", "1932"]

@@ -330,11 +330,12 @@ class DAE(D2TMetric):
         # 1.2: tables read by the data-to-text checkpoint (checkpoints/dae/data_to_text) when there is one
         # 1.4: a table's score pools its arcs as the mean of their mean and minimum (``pooling``)
         # 1.5: a table's own arcs are checked against the text too, the lower score wins (``direction``)
+        # 1.6: a bare list of the table's values at a text's end is no claim (untrusted.value_list_spans)
         pooling = options.get("pooling") or "auto"
         direction = options.get("direction") or "auto"
         arithmetic = "" if self.config_name == "rule" else arithmetic_part(self.device_name, self.dtype)
         return (f"dae|config:{self.config_name}|model:{model}|spacy:{spacy_name}|max_len:{length}|pooling:{pooling}"
-                f"|direction:{direction}|version:1.5{arithmetic}")
+                f"|direction:{direction}|version:1.6{arithmetic}")
 
     @staticmethod
     def _model_label(path, name):
@@ -391,10 +392,11 @@ class DAE(D2TMetric):
         # The parser and the model read what a reader sees (untrusted.plain_text), less what is no
         # claim of the text: control strings, a copy of the input, instructions (untrusted.non_claims);
         # its words one space apart (spaCy makes tokens, and arcs, of extra white space).
-        visible = [plain_text(t) for t in predictions]
-        claims = [non_claims(t) for t in visible]
-        texts = [_sentence_case_start(" ".join(c.split())) for c, _ in claims]
         inputs = decode_column(tables, table_only=False)
+        visible = [plain_text(t) for t in predictions]
+        # a bare list of a table's values at the text's end states no relation (untrusted.value_list_spans)
+        claims = [non_claims(t, values=() if isinstance(x, str) else x.values()) for t, x in zip(visible, inputs)]
+        texts = [_sentence_case_start(" ".join(c.split())) for c, _ in claims]
         sources = source_facts(inputs)
         srcs = [text for text, _ in sources]
         self.load_model(text_sources=any(isinstance(x, str) for x in inputs), tables=any(not isinstance(x, str) for x in inputs))

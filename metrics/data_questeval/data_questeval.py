@@ -60,7 +60,8 @@ from .scoring import mean_or_none
 # 2.1: with the project's text QG, every text is read in one casing (case_free; issue 38)
 # 2.2: with the project's table QG, a table value the text answers with another value counts as missing
 #      (penalize_wrong_answers; issue 38's swapped value)
-VERSION = "2.2"
+# 2.3: a bare list of the table's values at a text's end is no claim (untrusted.value_list_spans)
+VERSION = "2.3"
 
 _CITATION = """\
 @inproceedings{rebuffel-etal-2021-data,
@@ -465,7 +466,7 @@ class DataQuestEval(D2TMetric):
             for i, encoded in enumerate(tables):
                 if encoded not in memo:
                     table = _map_table(decode_table(encoded, i), clean)
-                    memo[encoded] = (linearize(table), _casing_values(table))
+                    memo[encoded] = (linearize(table), tuple(table.values()))
             # casing states no fact: every text in one casing (case_free), else the first letter's
             # case as the rest of the text sets it, so "alan bean was ..." and "Alan bean was ..."
             # ask and answer the same questions (normalize.settle_first_letter)
@@ -474,20 +475,21 @@ class DataQuestEval(D2TMetric):
             else:
                 def read(text, values):
                     return settle_first_letter(text)
-            written = [clean(p) for p in predictions]
+            # a bare list of the table's values at a text's end states no relation (untrusted.value_list_spans)
+            written = [clean(p, memo[t][1]) for p, t in zip(predictions, tables)]
             predictions = [read(w, memo[t][1]) for w, t in zip(written, tables)]
             sources = []
             for encoded, refs in zip(tables, references):
                 lin, values = memo[encoded]
-                extra = [read(clean(r), values) for r in (refs or []) if r.strip()] if use_references else []
+                extra = [read(clean(r, values), values) for r in (refs or []) if r.strip()] if use_references else []
                 sources.append([("table", lin)] + [("text", r) for r in extra if r.strip()])
             run = Run(self, backends, batch_size or default_batch_size(self.device_name), show_progress, max_answers, use_cache, per_value,
                       self.questions_per_text_answer(questions_per_text_answer), max_table_values,
                       answerable_f1=ANSWERABLE_F1 if self.filter_table_questions(filter_table_questions) else None,
                       penalize_wrong_answers=self.penalize_wrong_answers(penalize_wrong_answers))
             examples = run.score(predictions, sources, reduction, pooling)
-            for example, text, as_written, read_as in zip(examples, given, written, predictions):
-                example["ignored"] = clean.ignored.get(text, [])  # what non_claims left out of each prediction
+            for example, text, encoded, as_written, read_as in zip(examples, given, tables, written, predictions):
+                example["ignored"] = clean.ignored.get((text, memo[encoded][1]), [])  # what non_claims left out of each prediction
                 example["read_as"] = read_as
                 if read_as != as_written:  # the casing read is not the text's: show its spans as written
                     _show_as_written(example, as_written)
@@ -550,29 +552,22 @@ def _as_written(answer, text):
     return found.group(0) if found else answer
 
 
-def _casing_values(table):
-    """The values whose casing a case-free reading gives back: each triple's subject and object, or
-    each record's value."""
-    if table.is_triples:
-        return [m for entry in table.entries for m in (entry.subject, entry.object)]
-    return [entry.value for entry in table.entries]
-
-
 def _cleaner(specials):
     """A function that gives a text as a reader sees it (:func:`plain_text`), less what is no
     claim of it (``untrusted.non_claims``): the control strings of the common tokenizers and
     ``specials`` (the models' special-token strings), a copy of the input in its own format
-    ("Triples: s | p | o ; ..."), sentences addressed to the evaluator; one space is kept
-    between two words. The function's ``ignored`` dict maps each text it changed to the pieces
-    it left out (``untrusted.removed_pieces``), for the examples' ``ignored``."""
+    ("Triples: s | p | o ; ..."), sentences addressed to the evaluator, and given the table's
+    ``values``, a bare list of them at the text's end; one space is kept between two words. The
+    function's ``ignored`` dict maps each ``(text, values)`` it changed to the pieces it left out
+    (``untrusted.removed_pieces``), for the examples' ``ignored``."""
     specials = [s for s in specials if len(s) > 1]
     ignored = {}
 
-    def clean(text):
+    def clean(text, values=()):
         visible = plain_text(text)
-        claims, spans = non_claims(visible, specials)
+        claims, spans = non_claims(visible, specials, values)
         if spans:
-            ignored[text] = removed_pieces(visible, spans)
+            ignored[(text, tuple(values))] = removed_pieces(visible, spans)
         return claims
 
     clean.ignored = ignored

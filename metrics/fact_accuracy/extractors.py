@@ -213,7 +213,7 @@ def plan_reading(text: str, values: Sequence[str] = (), relations: Sequence[str]
     clean, offsets = clean_with_offsets(text)
     # repeats first: a doubled run-on text is one run of words said twice, which the shared
     # sentence-level rule (untrusted.blank_non_claims) leaves a piece of
-    blanked, spans = blank_format_imitation(blank_repeats(clean)[0], relations)
+    blanked, spans = blank_format_imitation(blank_repeats(clean)[0], relations, values)
     units, truncated = reading_units(blanked, max_words, max_units)
     # what the model reads: the first letter's case follows the rest of the text (a swapped
     # first letter must not turn restore_form off, nor change the words read); the evidence

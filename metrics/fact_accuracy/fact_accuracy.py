@@ -224,7 +224,8 @@ class FactAccuracy(D2TMetric):
         if t is not None:  # the per-output label's threshold (labels.py), where one applies
             parts.append(f"label_t:{t:.6g}")
         # a model extractor runs in bf16 on a GPU by default: named, since its facts may move
-        return "|".join(parts + ["version:1.7"]) + (arithmetic_part(self.device_name, self.dtype) if self.model_name else "")
+        # 1.8: a bare list of the table's values at a text's end is no claim (untrusted.value_list_spans)
+        return "|".join(parts + ["version:1.8"]) + (arithmetic_part(self.device_name, self.dtype) if self.model_name else "")
 
     def label_threshold(self, fuzzy_threshold=DEFAULT_FUZZY_THRESHOLD):
         """The per-output OK threshold fitted for this extractor, checkpoint and matching (labels.py,
@@ -266,8 +267,9 @@ class FactAccuracy(D2TMetric):
 
         # the end-to-end extractor leaves out what is not a claim itself (grounding); the others
         # read the texts with it blanked (untrusted.blank_non_claims: offsets kept)
-        texts, ignored = _claims_to_read(extractor, predictions)
-        refs = [_claims_to_read(extractor, r)[0] for r in refs]
+        values = [t.values() if t is not None else [] for t in parsed]
+        texts, ignored = _claims_to_read(extractor, predictions, values)
+        refs = [_claims_to_read(extractor, r, [v] * len(r))[0] for r, v in zip(refs, values)]
         generated = extractor.extract(texts, tables=candidates, show_progress=show_progress)
         # what the extractor says of each text's reading (the end-to-end extractor: truncated,
         # ungrounded facts, ignored pieces), taken before the references are read
@@ -324,16 +326,18 @@ class FactAccuracy(D2TMetric):
         return truth
 
 
-def _claims_to_read(extractor, texts):
+def _claims_to_read(extractor, texts, values=None):
     """The texts an extractor is given, and per text the pieces left out as no claim of it
     (``ignored``): the end-to-end extractor is given the texts as they are (it blanks them
     itself and reports them, see ``grounding``); any other extractor gets them with control
-    strings, imitated inputs and instructions blanked by spaces (``untrusted.blank_non_claims``),
-    so that the evidence offsets it reports still point into the given text."""
+    strings, imitated inputs, instructions and a bare list of the text's table ``values`` at its
+    end blanked by spaces (``untrusted.blank_non_claims``), so that the evidence offsets it
+    reports still point into the given text."""
     texts = list(texts)
     if hasattr(extractor, "reports"):
         return texts, [[] for _ in texts]
-    blanked = [blank_non_claims(t) for t in texts]
+    values = values if values is not None else [()] * len(texts)
+    blanked = [blank_non_claims(t, values=v) for t, v in zip(texts, values)]
     return [b for b, _ in blanked], [removed_pieces(t, spans) for t, (_, spans) in zip(texts, blanked)]
 
 

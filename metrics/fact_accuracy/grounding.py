@@ -101,12 +101,14 @@ def schema_names(relations: Sequence[str]) -> List[str]:
             and re.search(r"[a-z][A-Z]|_", r)]
 
 
-def blank_format_imitation(text: str, relations: Sequence[str] = ()) -> Tuple[str, List[Tuple[int, int]]]:
+def blank_format_imitation(text: str, relations: Sequence[str] = (), values: Sequence[str] = ()) -> Tuple[str, List[Tuple[int, int]]]:
     """``text`` with what is not a claim, or imitates the extractor's output or prompt,
-    replaced by spaces (module docstring), and the blanked ranges, in order."""
+    replaced by spaces (module docstring), and the blanked ranges, in order. ``values``: the
+    table's, whose bare list at the text's end states no fact (``untrusted.value_list_spans``)."""
     original = text
-    # what no metric reads (control tokens, imitated inputs, instructions): the shared definition
-    text, spans = blank_non_claims(text)
+    # what no metric reads (control tokens, imitated inputs, instructions, a list of the table's
+    # values at the end): the shared definition
+    text, spans = blank_non_claims(text, values=values)
     # what only this extractor's prompt and output look like (blanked at once: linear work)
     extra = [m.span() for pattern in (_PIPE, _PROMPT_LABEL) for m in pattern.finditer(text) if m.group().strip()]
     text = _blank_all(text, extra)

@@ -216,15 +216,16 @@ def make_verbalizer(config_name, templates=None, learned=None, device=None):
     return LearnedVerbalizer(chosen, model=learned, device=device) if learned else Verbalizer(chosen)
 
 
-def claims_of(predictions, specials=()):
+def claims_of(predictions, specials=(), values=None):
     """Each prediction as the checks read it: its visible characters (``untrusted.plain_text``)
     without what is not a claim of it (``untrusted.non_claims``, with the tokenizer's own
-    ``specials``), and per prediction the pieces left out (``ignored``). A text that is only
+    ``specials`` and, per prediction, its table's ``values``: a bare list of them at the text's end
+    states no fact), and per prediction the pieces left out (``ignored``). A text that is only
     non-claims is read as the empty text."""
     texts, ignored = [], []
-    for prediction in predictions:
+    for i, prediction in enumerate(predictions):
         visible = plain_text(prediction)
-        claims, spans = non_claims(visible, specials)
+        claims, spans = non_claims(visible, specials, values[i] if values is not None else ())
         texts.append(claims)
         ignored.append(removed_pieces(visible, spans))
     return texts, ignored
@@ -350,8 +351,9 @@ class NLISemanticAccuracy(D2TMetric):
         with stage("nli"):
             # a text's work grows with its length: read at most MAX_TEXT_TOKENS of it (nli_model docstring).
             # What is not a claim of the text (control strings, a copy of the input in its format,
-            # instructions to the evaluator) is neither premise nor hypothesis (untrusted.non_claims).
-            texts, ignored = claims_of(predictions, special_strings(getattr(scorer, "tokenizer", None)))
+            # instructions to the evaluator, a bare list of the table's values at its end) is neither premise
+            # nor hypothesis (untrusted.non_claims).
+            texts, ignored = claims_of(predictions, special_strings(getattr(scorer, "tokenizer", None)), [t.values() for t in parsed])
             # (a scorer of another kind, e.g. a test's stand-in, may read texts whole)
             capped = scorer.cap_texts(texts) if hasattr(scorer, "cap_texts") else [(t, False) for t in texts]
             plans = [plan_checks(i, f, text) for i, (f, (text, _)) in enumerate(zip(facts, capped))]
