@@ -49,13 +49,13 @@ RUNS = ("nli", "nli_backoff_only", "dae", "fact_accuracy")
 
 def references(xml_test_dir: str, per_entry: int, unseen: Sequence[str]) -> List[Dict]:
     """The test references, at most ``per_entry`` per input (in corpus order; 0 = all), each with
-    its table (``s | p | o`` strings) and half (``seen`` / ``unseen``)."""
+    its table (``Table.to_obj``: ``s | p | o`` strings) and half (``seen`` / ``unseen``)."""
     from d2t_metrics.datasets import load_webnlg_xml
 
     unseen = set(unseen)
     out = []
     for entry in load_webnlg_xml(xml_test_dir):
-        table = [f"{t.subject} | {t.predicate} | {t.object}" for t in entry.table.to_triples()]
+        table = entry.table.to_obj()
         texts = entry.lexicalizations if per_entry <= 0 else entry.lexicalizations[:per_entry]
         half = "unseen" if entry.category in unseen else "seen"
         out += [{"text": text, "table": table, "half": half, "category": entry.category} for text in texts]
@@ -111,19 +111,6 @@ def load_run(name: str):
     raise ValueError(f"unknown run {name!r}; choose from {', '.join(RUNS)}")
 
 
-def signature_of(name: str, metric, kwargs: Dict) -> str:
-    """The metric's own signature, or for NLI (which has none) the form ``benchmarks.run`` records:
-    module, config, checkpoint and its fingerprint, the options."""
-    own = getattr(metric, "signature", None)
-    if callable(own):
-        return str(own(**kwargs))
-    from d2t_metrics.checkpoints import checkpoint_fingerprint
-
-    path = os.path.join(ROOT, "checkpoints", "nli_semantic_accuracy")
-    options = "".join(f"|{k}:{v}" for k, v in sorted(kwargs.items()))
-    return f"metric:nli_semantic_accuracy|config:{metric.config_name}|model:nli_semantic_accuracy@{checkpoint_fingerprint(path)}{options}"
-
-
 def run(name: str, refs: Sequence[Dict], show_progress: bool) -> Dict:
     metric, kwargs = load_run(name)
     start = time.perf_counter()
@@ -132,7 +119,7 @@ def run(name: str, refs: Sequence[Dict], show_progress: bool) -> Dict:
     seconds = time.perf_counter() - start
     labels = [str(e["label"]) for e in out["examples"]]
     not_ok = [(r["half"], r["text"], lab) for r, lab in zip(refs, labels) if lab != "OK"]
-    return {"run": name, "signature": signature_of(name, metric, kwargs), "seconds": seconds, "labels": label_counts(labels, [r["half"] for r in refs]),
+    return {"run": name, "signature": str(metric.signature(**kwargs)), "seconds": seconds, "labels": label_counts(labels, [r["half"] for r in refs]),
             "examples_not_ok": [{"half": h, "text": t, "label": lab} for h, t, lab in not_ok[:5]]}
 
 

@@ -26,7 +26,9 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
-from typing import Iterable, List, Sequence, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+from .normalize import normalize_entity
 
 # C0 controls but tab, newline and carriage return; DEL and C1 controls; zero-width space,
 # left-to-right and right-to-left marks; bidi embeddings and overrides (U+202A–U+202E); word
@@ -367,12 +369,12 @@ def _folded_words(text: str) -> List[str]:
 
 
 def value_forms(values: Iterable[str]) -> set:
-    """How a text may name each value, as tuples of :func:`_folded_words`: as written (underscores
-    as spaces, quotes dropped) and without a trailing parenthesised part ("Atatürk Monument
-    (İzmir)" → "Atatürk Monument", "7.5 (kilograms)" → "7.5")."""
+    """How a text may name each value, as tuples of :func:`_folded_words`: as written
+    (``normalize.normalize_entity``: underscores as spaces) and without a trailing parenthesised
+    part ("Atatürk Monument (İzmir)" → "Atatürk Monument", "7.5 (kilograms)" → "7.5")."""
     forms = set()
     for value in values:
-        said = plain_text(str(value)).replace("_", " ").strip().strip('"').strip()
+        said = normalize_entity(plain_text(str(value)))
         for form in (said, re.sub(r"\s*\([^()]*\)\s*$", "", said)):
             words = tuple(_folded_words(form))
             if 0 < len(words) <= MAX_VALUE_WORDS:
@@ -380,13 +382,14 @@ def value_forms(values: Iterable[str]) -> set:
     return forms
 
 
-def names_only_values(sentence: str, forms: set) -> bool:
+def names_only_values(sentence: str, forms: set, longest: Optional[int] = None) -> bool:
     """Whether every word of ``sentence`` belongs to a value of ``forms`` or is a list's "and" /
-    "or", with at least one value named (punctuation is not a word)."""
+    "or", with at least one value named (punctuation is not a word). ``longest``: the most words
+    of a form, when the caller knows it (it reads many sentences against the same forms)."""
     words = _folded_words(sentence)
     if not words or not forms:
         return False
-    longest = max(len(f) for f in forms)
+    longest = longest or max(len(f) for f in forms)
     # covered[i]: words[i:] split into values and list words, with a value among them (right to left)
     covered, named = [False] * len(words) + [True], [False] * len(words) + [False]
     for i in range(len(words) - 1, -1, -1):
@@ -407,11 +410,12 @@ def value_list_spans(text: str, values: Iterable[str]) -> List[Tuple[int, int]]:
     forms = value_forms(values)
     if not forms:
         return []
+    longest = max(len(f) for f in forms)
     spans = []
     for start, end in reversed(sentence_spans(text)):
         if not _WORD.search(text, start, end):
             continue
-        if not names_only_values(text[start:end], forms):
+        if not names_only_values(text[start:end], forms, longest):
             break
         spans.append((start, end))
     return spans[::-1]
